@@ -1,0 +1,56 @@
+//! The seam between the pages' server functions and the server: `server` implements
+//! [`Backend`] and puts it into the Leptos context; `app` never depends on `server`.
+
+use std::sync::Arc;
+
+use crate::error::AppError;
+use crate::model::*;
+
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    async fn list_users(&self, p: &Principal) -> Result<Vec<User>, AppError>;
+    async fn create_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateUser,
+    ) -> Result<User, AppError>;
+    async fn list_groups(&self, p: &Principal) -> Result<Vec<Group>, AppError>;
+    async fn create_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateGroup,
+    ) -> Result<Group, AppError>;
+    async fn group_detail(&self, p: &Principal, group_id: &str) -> Result<GroupDetail, AppError>;
+    async fn add_member(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        group_id: &str,
+        user_id: &str,
+    ) -> Result<(), AppError>;
+    async fn remove_member(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        group_id: &str,
+        user_id: &str,
+    ) -> Result<(), AppError>;
+    async fn my_groups(&self, p: &Principal) -> Result<Vec<Group>, AppError>;
+    async fn list_audit(
+        &self,
+        p: &Principal,
+        filter: AuditFilter,
+    ) -> Result<Page<AuditEntry>, AppError>;
+    async fn list_tenants(&self, p: &Principal) -> Result<Vec<TenantSummary>, AppError>;
+    async fn create_tenant(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateTenant,
+    ) -> Result<Tenant, AppError>;
+}
+
+/// How the backend is stored in the Leptos context.
+pub type SharedBackend = Arc<dyn Backend>;

@@ -1,0 +1,93 @@
+//! Small building blocks shared by the pages: the CSRF field, error banners, headings.
+
+use leptos::prelude::*;
+
+use crate::error::AppError;
+use crate::SessionResource;
+
+/// The session's CSRF token as a hidden form field; every state-changing form carries one.
+#[component]
+pub fn CsrfField() -> impl IntoView {
+    let session = expect_context::<SessionResource>().0;
+    view! {
+        <Transition fallback=|| ()>
+            {move || Suspend::new(async move {
+                let csrf = session.await.ok().flatten().map(|s| s.csrf).unwrap_or_default();
+                view! { <input type="hidden" name="csrf" value=csrf/> }
+            })}
+        </Transition>
+    }
+}
+
+/// A red banner for an error that is not about one field.
+#[component]
+pub fn ErrorBanner(error: AppError) -> impl IntoView {
+    let text = match &error {
+        AppError::Validation(errors) => errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => other.to_string(),
+    };
+    view! {
+        <div role="alert" class="rounded-md border border-red-200 bg-red-50 px-4 py-3 text-sm text-red-800">
+            {text}
+        </div>
+    }
+}
+
+/// The message under a form field when the last submission rejected it.
+pub fn field_error<T: Clone + Send + Sync + 'static>(
+    value: impl Fn() -> Option<Result<T, AppError>> + Send + Sync + 'static,
+    field: &'static str,
+) -> impl IntoView {
+    move || {
+        value()
+            .and_then(|r| r.err())
+            .and_then(|e| e.message_for(field))
+            .map(|m| view! { <p class="mt-1 text-xs text-red-700" data-field-error=field>{m}</p> })
+    }
+}
+
+/// An error that is not tied to a field, from the last submission.
+pub fn form_error<T: Clone + Send + Sync + 'static>(
+    value: impl Fn() -> Option<Result<T, AppError>> + Send + Sync + 'static,
+) -> impl IntoView {
+    move || {
+        value().and_then(|r| r.err()).and_then(|e| match e {
+            AppError::Validation(_) => None,
+            other => Some(view! { <ErrorBanner error=other/> }),
+        })
+    }
+}
+
+#[component]
+pub fn PageHeader(title: &'static str, #[prop(optional)] subtitle: &'static str) -> impl IntoView {
+    view! {
+        <div class="mb-6">
+            <h1 class="text-2xl font-semibold tracking-tight">{title}</h1>
+            {(!subtitle.is_empty()).then(|| view! { <p class="mt-1 text-sm text-slate-600">{subtitle}</p> })}
+        </div>
+    }
+}
+
+#[component]
+pub fn Card(title: &'static str, children: Children) -> impl IntoView {
+    view! {
+        <section class="rounded-lg border border-slate-200 bg-white shadow-sm">
+            <h2 class="border-b border-slate-100 px-5 py-3 text-sm font-semibold text-slate-700">{title}</h2>
+            <div class="p-5">{children()}</div>
+        </section>
+    }
+}
+
+pub const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 px-3 py-2 text-sm shadow-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500";
+pub const LABEL: &str = "block text-sm font-medium text-slate-700";
+pub const BUTTON: &str = "inline-flex items-center rounded-md bg-indigo-600 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-indigo-700 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2";
+pub const BUTTON_SMALL_DANGER: &str =
+    "rounded px-2 py-1 text-xs font-medium text-red-700 hover:bg-red-50";
+pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
+pub const TH: &str =
+    "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500";
+pub const TD: &str = "px-3 py-2 text-slate-800";

@@ -1,0 +1,37 @@
+// Shared set-up for the browser suite: Debian chromium driven by playwright-core.
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const BASE = process.env.SWITCHYARD_E2E_URL ?? 'http://127.0.0.1:3100';
+export const PASSWORD = 'switchyard-demo';
+export const SHOTS = process.env.SWITCHYARD_SCREENSHOTS ?? path.resolve('end2end/screenshots');
+fs.mkdirSync(SHOTS, { recursive: true });
+
+export async function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+export async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+export async function signIn(page, tenant, username, password = PASSWORD) {
+  await page.goto(`${BASE}/login`);
+  await page.fill('#tenant', tenant);
+  await page.fill('#username', username);
+  await page.fill('#password', password);
+  await Promise.all([page.waitForURL(/\/portal/), page.click('button[type=submit]')]);
+}
+
+export async function hydrated(page) {
+  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 20000 });
+}
+
+export function unique(prefix) {
+  return `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every test: unit, integration (SQLite and PostgreSQL) and end-to-end in Chromium.
+# Installs what is missing first (scripts/bootstrap.sh). Screenshots: end2end/screenshots/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/bootstrap.sh
+export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export SWITCHYARD_TEST_POSTGRES="${SWITCHYARD_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}"
+
+# PostgreSQL runs on the development and CI machines; start it if it is down.
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    echo "[test] starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+  fi
+fi
+
+echo "[test] building the site and the server (debug; the same build serves the browser tests)"
+cargo leptos build
+
+# Per package: `--workspace` would unify app's ssr and hydrate features into one build.
+log=$(mktemp)
+echo "[test] unit tests: app"
+cargo test -p app 2>&1 | tee -a "$log"
+echo "[test] unit + integration tests: server (SQLite and PostgreSQL)"
+cargo test -p switchyard 2>&1 | tee -a "$log"
+
+echo "[test] end-to-end tests in Chromium"
+work=$(mktemp -d)
+# A free port of our own, so a server left running elsewhere is never tested by mistake.
+port=${SWITCHYARD_E2E_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+target/debug/switchyard serve --demo --log-format text \
+  --listen "127.0.0.1:$port" --database-url "sqlite://$work/e2e.db" >"$work/server.log" 2>&1 &
+server=$!
+cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+for _ in $(seq 1 60); do
+  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  if ! kill -0 "$server" 2>/dev/null; then cat "$work/server.log"; exit 1; fi
+  sleep 0.5
+done
+if ! kill -0 "$server" 2>/dev/null; then echo "[test] the server did not start:"; cat "$work/server.log"; exit 1; fi
+rm -rf end2end/screenshots
+if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$port" node --test --test-concurrency=1 end2end/tests/ 2>&1 | tee -a "$log"; then
+  echo "[test] server log:"; tail -50 "$work/server.log"; exit 1
+fi
+echo "[test] screenshots in end2end/screenshots/"
+passed=$(( $(grep -oE 'test result: ok\. [0-9]+ passed' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) + $(grep -oE '^# pass [0-9]+' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) ))
+failed=$(( $(grep -oE '^# fail [0-9]+' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) ))
+rm -f "$log"
+echo "all: $passed passed, $failed failed"

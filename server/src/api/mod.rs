@@ -1,0 +1,206 @@
+//! Router assembly: the REST API under `/api/v1` (OpenAPI 3.1 at `/api/v1/openapi.json`),
+//! health and metrics at the root, the pages, and the middleware every request passes.
+
+pub mod error;
+pub mod extract;
+
+use std::time::Instant;
+
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use app::model::{Principal, RequestMeta};
+
+use self::error::{ApiError, AppError};
+use crate::state::AppState;
+
+/// The authenticated caller of an API handler (401 when there is none).
+pub struct Caller(pub Principal, pub RequestMeta);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let p = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or(ApiError(AppError::Unauthorized))?;
+        let meta = parts
+            .extensions
+            .get::<RequestMeta>()
+            .cloned()
+            .unwrap_or_default();
+        Ok(Caller(p, meta))
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Switchyard API", description = "Self-service AI infrastructure control plane. Authenticate with `Authorization: Bearer <token>` (from `POST /api/v1/auth/login` or `POST /api/v1/tokens`). Errors are RFC 9457 problem documents."),
+    components(schemas(error::Problem, error::ProblemField)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+        };
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        openapi.security = Some(vec![SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
+}
+
+/// The REST API router and its OpenAPI document.
+pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest(
+            "/api/v1",
+            OpenApiRouter::new()
+                .merge(crate::identity::api::router())
+                .merge(crate::tenancy::router())
+                .merge(crate::audit::api::router()),
+        )
+        .split_for_parts()
+}
+
+/// The whole application: API, health, metrics, pages, static files, middleware.
+pub fn app(state: AppState) -> Router {
+    let (api, openapi) = rest();
+    let openapi_json = serde_json::to_string(&openapi).unwrap_or_default();
+    let max_body = state.config.max_body_bytes;
+    let router = Router::new()
+        .merge(api)
+        .route(
+            "/api/v1/openapi.json",
+            get(move || {
+                let body = openapi_json.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics));
+    let router = crate::web::routes(router, &state)
+        .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::web::auth::authenticate))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(CatchPanicLayer::custom(|_| ApiError(AppError::Internal).into_response()))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
+    router.with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.store.ping().await {
+        "ready".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut gauges = Vec::new();
+    for (name, help, sql) in [
+        (
+            "switchyard_tenants",
+            "Tenants.",
+            "SELECT COUNT(*) FROM tenants",
+        ),
+        (
+            "switchyard_users",
+            "Users across tenants.",
+            "SELECT COUNT(*) FROM users",
+        ),
+        (
+            "switchyard_groups",
+            "Groups across tenants.",
+            "SELECT COUNT(*) FROM groups",
+        ),
+        (
+            "switchyard_projects",
+            "Projects across tenants.",
+            "SELECT COUNT(*) FROM projects",
+        ),
+        (
+            "switchyard_active_sessions",
+            "Unexpired browser sessions.",
+            "SELECT COUNT(*) FROM sessions",
+        ),
+        (
+            "switchyard_audit_entries",
+            "Audit log entries.",
+            "SELECT COUNT(*) FROM audit_log",
+        ),
+    ] {
+        let v: i64 = sqlx::query_scalar(sql)
+            .fetch_one(&state.store.pool)
+            .await
+            .unwrap_or(-1);
+        gauges.push((name, help, v));
+    }
+    let mut resp = state.metrics.render(&gauges).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+/// Counts and times every request by its route template (not its raw path, to bound series).
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| {
+            let path = req.uri().path();
+            if path.starts_with("/pkg/") {
+                "/pkg/*".to_string()
+            } else {
+                "unmatched".to_string()
+            }
+        });
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state.metrics.observe(
+        &method,
+        &route,
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    resp
+}

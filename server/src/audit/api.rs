@@ -1,0 +1,68 @@
+//! `GET /api/v1/audit`.
+
+use axum::extract::State;
+use axum::Json;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use app::access::Action;
+use app::model::{AuditEntry, AuditFilter, Page};
+use app::time::parse_time;
+
+use crate::api::error::{ApiResult, AppError, Problem};
+use crate::api::extract::ApiQuery;
+use crate::api::Caller;
+use crate::identity::require;
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_audit))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// Earliest time: RFC 3339 (`2026-12-01T00:00:00Z`), a date, or epoch milliseconds.
+    from: Option<String>,
+    /// Latest time, inclusive (a bare date means its end).
+    to: Option<String>,
+    /// Actor username or user id.
+    actor: Option<String>,
+    /// Exact action (`group.create`) or a prefix ending in `.` or `*` (`group.`).
+    action: Option<String>,
+    /// Target id or kind (`group`).
+    target: Option<String>,
+    /// Page size, 1 to 500 (default 50).
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// The tenant's audit log, newest first.
+#[utoipa::path(get, path = "/audit", tag = "audit", params(AuditParams),
+    responses((status = 200, body = Page<AuditEntry>), (status = 403, body = Problem), (status = 422, body = Problem)))]
+async fn list_audit(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    ApiQuery(q): ApiQuery<AuditParams>,
+) -> ApiResult<Json<Page<AuditEntry>>> {
+    require(&p, Action::ViewAudit)?;
+    let time = |v: &Option<String>, field: &str, end: bool| -> ApiResult<Option<i64>> {
+        match v.as_deref().filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(text) => parse_time(text, end).map(Some).ok_or_else(|| {
+                AppError::field(field, "is not a time (RFC 3339, YYYY-MM-DD or epoch ms)").into()
+            }),
+        }
+    };
+    let filter = AuditFilter {
+        from: time(&q.from, "from", false)?,
+        to: time(&q.to, "to", true)?,
+        actor: q.actor,
+        action: q.action,
+        target: q.target,
+        limit: q.limit,
+        cursor: q.cursor,
+    };
+    Ok(Json(super::list(&s.store, p.tenant_id(), &filter).await?))
+}

@@ -1,0 +1,392 @@
+//! The audit log: append-only, hash-chained per tenant, written in the same transaction as the
+//! change it records.
+//!
+//! Each entry's hash covers its fields and the previous entry's hash; `audit_heads` keeps the
+//! last (seq, hash) of each chain, so [`verify`] detects an edited entry, a deleted entry in the
+//! middle (a seq gap or broken link) and a deleted tail (head ahead of the last entry).
+
+pub mod api;
+
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use app::model::{AuditEntry, AuditFilter, Page, Principal, RequestMeta};
+
+use crate::api::error::{ApiResult, AppError};
+use crate::store::{Store, WriteTx};
+
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Who did it: a signed-in principal, or the system (CLI, demo seeding, a failed login).
+#[derive(Clone, Debug)]
+pub struct Actor {
+    pub id: Option<String>,
+    pub name: String,
+}
+
+impl Actor {
+    pub fn of(p: &Principal) -> Actor {
+        Actor {
+            id: Some(p.me.user_id.clone()),
+            name: p.me.username.clone(),
+        }
+    }
+    pub fn system(name: &str) -> Actor {
+        Actor {
+            id: None,
+            name: name.to_string(),
+        }
+    }
+}
+
+/// One entry to append.
+pub struct Record<'a> {
+    pub tenant_id: &'a str,
+    pub actor: &'a Actor,
+    pub action: &'a str,
+    pub target_kind: &'a str,
+    pub target_id: &'a str,
+    pub summary: serde_json::Value,
+    pub meta: &'a RequestMeta,
+}
+
+struct Fields<'a> {
+    tenant_id: &'a str,
+    seq: i64,
+    at: i64,
+    actor_id: &'a str,
+    actor_name: &'a str,
+    action: &'a str,
+    target_kind: &'a str,
+    target_id: &'a str,
+    summary: &'a str,
+    source_ip: &'a str,
+    request_id: &'a str,
+    prev_hash: &'a str,
+}
+
+fn entry_hash(f: &Fields) -> String {
+    let mut h = Sha256::new();
+    let seq = f.seq.to_string();
+    let at = f.at.to_string();
+    for part in [
+        f.tenant_id,
+        &seq,
+        &at,
+        f.actor_id,
+        f.actor_name,
+        f.action,
+        f.target_kind,
+        f.target_id,
+        f.summary,
+        f.source_ip,
+        f.request_id,
+        f.prev_hash,
+    ] {
+        // Length-prefixed so no two field lists hash alike.
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// Appends an entry for a change a signed-in principal made in their own tenant.
+#[allow(clippy::too_many_arguments)]
+pub async fn record(
+    tx: &mut WriteTx,
+    now: i64,
+    p: &Principal,
+    meta: &RequestMeta,
+    action: &str,
+    target_kind: &str,
+    target_id: &str,
+    summary: serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    let actor = Actor::of(p);
+    let r = Record {
+        tenant_id: p.tenant_id(),
+        actor: &actor,
+        action,
+        target_kind,
+        target_id,
+        summary,
+        meta,
+    };
+    append(tx, now, r).await
+}
+
+/// Appends an entry inside the caller's transaction.
+pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sqlx::Error> {
+    // Take the chain head's row lock first (PostgreSQL); on SQLite the store's write lock
+    // already serialises writers.
+    sqlx::query("INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant_id) DO NOTHING")
+        .bind(r.tenant_id)
+        .bind(GENESIS)
+        .execute(&mut *tx.tx)
+        .await?;
+    sqlx::query("UPDATE audit_heads SET seq = seq WHERE tenant_id = $1")
+        .bind(r.tenant_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    let head = sqlx::query("SELECT seq, hash FROM audit_heads WHERE tenant_id = $1")
+        .bind(r.tenant_id)
+        .fetch_one(&mut *tx.tx)
+        .await?;
+    let prev_seq: i64 = head.try_get("seq")?;
+    let prev_hash: String = head.try_get("hash")?;
+    let seq = prev_seq + 1;
+    let summary = r.summary.to_string();
+    let actor_id = r.actor.id.clone().unwrap_or_default();
+    let hash = entry_hash(&Fields {
+        tenant_id: r.tenant_id,
+        seq,
+        at: now,
+        actor_id: &actor_id,
+        actor_name: &r.actor.name,
+        action: r.action,
+        target_kind: r.target_kind,
+        target_id: r.target_id,
+        summary: &summary,
+        source_ip: &r.meta.source_ip,
+        request_id: &r.meta.request_id,
+        prev_hash: &prev_hash,
+    });
+    sqlx::query(
+        "INSERT INTO audit_log (tenant_id, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(r.tenant_id)
+    .bind(seq)
+    .bind(now)
+    .bind(r.actor.id.clone())
+    .bind(&r.actor.name)
+    .bind(r.action)
+    .bind(r.target_kind)
+    .bind(r.target_id)
+    .bind(&summary)
+    .bind(&r.meta.source_ip)
+    .bind(&r.meta.request_id)
+    .bind(&prev_hash)
+    .bind(&hash)
+    .execute(&mut *tx.tx)
+    .await?;
+    sqlx::query("UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
+        .bind(seq)
+        .bind(&hash)
+        .bind(r.tenant_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
+}
+
+const COLUMNS: &str = "id, tenant_id, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash";
+
+fn row_to_entry(row: &sqlx::any::AnyRow) -> Result<AuditEntry, sqlx::Error> {
+    let summary: String = row.try_get("summary")?;
+    Ok(AuditEntry {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        seq: row.try_get("seq")?,
+        at: row.try_get("at")?,
+        actor_id: row.try_get("actor_id")?,
+        actor_name: row.try_get("actor_name")?,
+        action: row.try_get("action")?,
+        target_kind: row.try_get("target_kind")?,
+        target_id: row.try_get("target_id")?,
+        summary: serde_json::from_str(&summary).unwrap_or(serde_json::Value::String(summary)),
+        source_ip: row.try_get("source_ip")?,
+        request_id: row.try_get("request_id")?,
+        prev_hash: row.try_get("prev_hash")?,
+        hash: row.try_get("hash")?,
+    })
+}
+
+/// Lists one tenant's entries, newest first. `actor` matches the actor's name or id, `target`
+/// the target's id or kind, `action` an exact action or a prefix ending in `.` (`group.`).
+pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<Page<AuditEntry>> {
+    let limit = f.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(AppError::field("limit", "must be between 1 and 500").into());
+    }
+    let before: Option<i64> = match &f.cursor {
+        Some(c) => Some(
+            c.parse()
+                .map_err(|_| AppError::field("cursor", "is not a cursor from this list"))?,
+        ),
+        None => None,
+    };
+    let mut sql = format!("SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1");
+    let mut binds: Vec<Bind> = vec![Bind::Text(tenant_id.to_string())];
+    let mut push = |clause: &str, b: Bind, sql: &mut String| {
+        binds.push(b);
+        sql.push_str(&clause.replace('?', &format!("${}", binds.len())));
+    };
+    if let Some(s) = before {
+        push(" AND seq < ?", Bind::Int(s), &mut sql);
+    }
+    if let Some(from) = f.from {
+        push(" AND at >= ?", Bind::Int(from), &mut sql);
+    }
+    if let Some(to) = f.to {
+        push(" AND at <= ?", Bind::Int(to), &mut sql);
+    }
+    if let Some(action) = f.action.as_deref().filter(|a| !a.is_empty()) {
+        if let Some(prefix) = action
+            .strip_suffix('*')
+            .or(action.ends_with('.').then_some(action))
+        {
+            push(
+                " AND action LIKE ?",
+                Bind::Text(format!("{}%", escape_like(prefix))),
+                &mut sql,
+            );
+            sql.push_str(" ESCAPE '\\'");
+        } else {
+            push(" AND action = ?", Bind::Text(action.to_string()), &mut sql);
+        }
+    }
+    if let Some(actor) = f.actor.as_deref().filter(|a| !a.is_empty()) {
+        binds.push(Bind::Text(actor.to_string()));
+        let n = binds.len();
+        sql.push_str(&format!(" AND (actor_name = ${n} OR actor_id = ${n})"));
+    }
+    if let Some(target) = f.target.as_deref().filter(|a| !a.is_empty()) {
+        binds.push(Bind::Text(target.to_string()));
+        let n = binds.len();
+        sql.push_str(&format!(" AND (target_id = ${n} OR target_kind = ${n})"));
+    }
+    sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", limit + 1));
+    let mut q = sqlx::query(&sql);
+    for b in &binds {
+        q = match b {
+            Bind::Text(s) => q.bind(s.clone()),
+            Bind::Int(i) => q.bind(*i),
+        };
+    }
+    let rows = q.fetch_all(&store.pool).await?;
+    let mut items = rows
+        .iter()
+        .map(row_to_entry)
+        .collect::<Result<Vec<_>, _>>()?;
+    let next_cursor = if items.len() as i64 > limit {
+        items.truncate(limit as usize);
+        items.last().map(|e| e.seq.to_string())
+    } else {
+        None
+    };
+    Ok(Page { items, next_cursor })
+}
+
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// What [`verify`] found for one tenant's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainReport {
+    pub tenant_id: String,
+    pub entries: i64,
+    /// Empty when the chain is intact.
+    pub problems: Vec<String>,
+}
+
+/// Recomputes every chain. Returns one report per tenant that has entries.
+pub async fn verify(store: &Store) -> anyhow::Result<Vec<ChainReport>> {
+    let heads = sqlx::query("SELECT tenant_id, seq, hash FROM audit_heads ORDER BY tenant_id")
+        .fetch_all(&store.pool)
+        .await?;
+    let mut reports = Vec::new();
+    let mut tenants: Vec<(String, i64, String)> = heads
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get("tenant_id")?,
+                r.try_get("seq")?,
+                r.try_get("hash")?,
+            ))
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+    // Chains whose head row was deleted are still checked.
+    let orphan = sqlx::query(
+        "SELECT DISTINCT tenant_id FROM audit_log WHERE tenant_id NOT IN (SELECT tenant_id FROM audit_heads)",
+    )
+    .fetch_all(&store.pool)
+    .await?;
+    for r in orphan {
+        tenants.push((r.try_get("tenant_id")?, -1, String::new()));
+    }
+    for (tenant_id, head_seq, head_hash) in tenants {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1 ORDER BY seq"
+        ))
+        .bind(&tenant_id)
+        .fetch_all(&store.pool)
+        .await?;
+        let mut problems = Vec::new();
+        let mut prev = GENESIS.to_string();
+        let mut expected_seq = 1;
+        let mut count = 0;
+        for row in &rows {
+            let e = row_to_entry(row)?;
+            let summary: String = row.try_get("summary")?;
+            count += 1;
+            if e.seq != expected_seq {
+                problems.push(format!(
+                    "entry {} follows {}: entries {}..{} are missing",
+                    e.seq,
+                    expected_seq - 1,
+                    expected_seq,
+                    e.seq - 1
+                ));
+            }
+            if e.prev_hash != prev {
+                problems.push(format!(
+                    "entry {} does not link to the entry before it",
+                    e.seq
+                ));
+            }
+            let actor_id = e.actor_id.clone().unwrap_or_default();
+            let computed = entry_hash(&Fields {
+                tenant_id: &e.tenant_id,
+                seq: e.seq,
+                at: e.at,
+                actor_id: &actor_id,
+                actor_name: &e.actor_name,
+                action: &e.action,
+                target_kind: &e.target_kind,
+                target_id: &e.target_id,
+                summary: &summary,
+                source_ip: &e.source_ip,
+                request_id: &e.request_id,
+                prev_hash: &e.prev_hash,
+            });
+            if computed != e.hash {
+                problems.push(format!("entry {} was changed after it was written", e.seq));
+            }
+            prev = e.hash.clone();
+            expected_seq = e.seq + 1;
+        }
+        if head_seq < 0 {
+            problems.push("the chain head is missing".to_string());
+        } else if head_seq != expected_seq - 1 || (head_seq > 0 && head_hash != prev) {
+            problems.push(format!(
+                "the chain ends at entry {} but its head records entry {}: entries were deleted",
+                expected_seq - 1,
+                head_seq
+            ));
+        }
+        reports.push(ChainReport {
+            tenant_id,
+            entries: count,
+            problems,
+        });
+    }
+    Ok(reports)
+}

@@ -1,0 +1,186 @@
+//! Configuration: command-line flags, then `SWITCHYARD_*` environment variables (and
+//! `DATABASE_URL`), then an optional TOML file (`--config`), then defaults.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Deserialize;
+
+/// Settings shared by `serve` and `admin`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// TOML file with any of the settings below (flags and environment win over it).
+    #[arg(long, env = "SWITCHYARD_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// `sqlite://data/switchyard.db` (default) or `postgres://user@host:5432/db`.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:3000].
+    #[arg(long, env = "SWITCHYARD_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Folder with the built site (`pkg/`, assets) [default: target/site].
+    #[arg(long, env = "SWITCHYARD_SITE_ROOT")]
+    pub site_root: Option<String>,
+    /// The URL users reach Switchyard at; `https://…` makes session cookies `Secure`.
+    #[arg(long, env = "SWITCHYARD_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Lifetime of a browser session in hours [default: 12].
+    #[arg(long, env = "SWITCHYARD_SESSION_TTL_HOURS")]
+    pub session_ttl_hours: Option<i64>,
+    /// Seed a demo platform (tenants, users, groups, projects) into an empty database.
+    #[arg(long, env = "SWITCHYARD_DEMO", num_args = 0..=1, default_missing_value = "true")]
+    pub demo: Option<bool>,
+    /// `json` (default) or `text`.
+    #[arg(long, env = "SWITCHYARD_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Largest accepted request body in bytes [default: 1048576].
+    #[arg(long, env = "SWITCHYARD_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
+    #[arg(long, env = "SWITCHYARD_TRUST_FORWARDED_FOR", num_args = 0..=1, default_missing_value = "true")]
+    pub trust_forwarded_for: Option<bool>,
+}
+
+/// The TOML file: the same settings, snake_case.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    database_url: Option<String>,
+    listen: Option<SocketAddr>,
+    site_root: Option<String>,
+    public_url: Option<String>,
+    session_ttl_hours: Option<i64>,
+    demo: Option<bool>,
+    log_format: Option<String>,
+    max_body_bytes: Option<usize>,
+    trust_forwarded_for: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub listen: SocketAddr,
+    pub site_root: String,
+    pub public_url: Option<String>,
+    pub session_ttl_hours: i64,
+    pub demo: bool,
+    pub log_json: bool,
+    pub max_body_bytes: usize,
+    pub trust_forwarded_for: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: "sqlite://data/switchyard.db".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            site_root: "target/site".into(),
+            public_url: None,
+            session_ttl_hours: 12,
+            demo: false,
+            log_json: true,
+            max_body_bytes: 1 << 20,
+            trust_forwarded_for: false,
+        }
+    }
+}
+
+impl Config {
+    pub fn resolve(store: &StoreArgs, serve: &ServeArgs) -> anyhow::Result<Config> {
+        let file: FileConfig = match &store.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let d = Config::default();
+        let log_format = serve
+            .log_format
+            .clone()
+            .or(file.log_format)
+            .unwrap_or_else(|| "json".into());
+        if log_format != "json" && log_format != "text" {
+            anyhow::bail!("log_format must be json or text, not {log_format}");
+        }
+        let c = Config {
+            database_url: store
+                .database_url
+                .clone()
+                .or(file.database_url)
+                .unwrap_or(d.database_url),
+            listen: serve.listen.or(file.listen).unwrap_or(d.listen),
+            site_root: serve
+                .site_root
+                .clone()
+                .or(file.site_root)
+                .unwrap_or(d.site_root),
+            public_url: serve.public_url.clone().or(file.public_url),
+            session_ttl_hours: serve
+                .session_ttl_hours
+                .or(file.session_ttl_hours)
+                .unwrap_or(d.session_ttl_hours),
+            demo: serve.demo.or(file.demo).unwrap_or(d.demo),
+            log_json: log_format == "json",
+            max_body_bytes: serve
+                .max_body_bytes
+                .or(file.max_body_bytes)
+                .unwrap_or(d.max_body_bytes),
+            trust_forwarded_for: serve
+                .trust_forwarded_for
+                .or(file.trust_forwarded_for)
+                .unwrap_or(false),
+        };
+        if !(1..=24 * 30).contains(&c.session_ttl_hours) {
+            anyhow::bail!("session_ttl_hours must be between 1 and 720");
+        }
+        if c.max_body_bytes < 1024 {
+            anyhow::bail!("max_body_bytes must be at least 1024");
+        }
+        Ok(c)
+    }
+
+    /// Session cookies get `Secure` when users reach Switchyard over HTTPS.
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_file_beats_defaults() {
+        let dir = std::env::temp_dir().join(format!("sy-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("switchyard.toml");
+        std::fs::write(&file, "listen = \"0.0.0.0:8080\"\nsession_ttl_hours = 4\npublic_url = \"https://sy.example\"\n").expect("write");
+        let store = StoreArgs {
+            config: Some(file.clone()),
+            database_url: None,
+        };
+        let serve = ServeArgs {
+            session_ttl_hours: Some(2),
+            ..Default::default()
+        };
+        let c = Config::resolve(&store, &serve).expect("config");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(c.session_ttl_hours, 2);
+        assert!(c.secure_cookies());
+        assert_eq!(c.database_url, "sqlite://data/switchyard.db");
+        std::fs::write(&file, "no_such_setting = 1\n").expect("write");
+        assert!(
+            Config::resolve(&store, &ServeArgs::default()).is_err(),
+            "unknown keys are rejected"
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! Identity: local accounts, sessions, API tokens, groups, memberships, projects, and the
+//! access check every handler calls.
+
+pub mod api;
+pub mod directory;
+pub mod password;
+pub mod secret;
+pub mod throttle;
+pub mod tokens;
+
+use app::access::{allowed, Action};
+use app::model::Principal;
+
+use crate::api::error::{ApiError, AppError};
+
+/// The access check: every handler calls this before touching data. The tenant of the data is
+/// always `p.tenant_id()`, never taken from the request.
+pub fn require(p: &Principal, action: Action) -> Result<(), ApiError> {
+    if allowed(&p.me, action) {
+        Ok(())
+    } else {
+        Err(ApiError(AppError::Forbidden))
+    }
+}

@@ -1,0 +1,48 @@
+//! Random secrets (API tokens, session ids, CSRF tokens) and their at-rest form.
+//!
+//! Secrets have 256 bits of entropy, so a plain SHA-256 is the right at-rest hash: it makes a
+//! stolen database useless without slowing every request down like a password hash would.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// The prefix that marks a Switchyard API token (so secret scanners can find leaked ones).
+pub const TOKEN_PREFIX: &str = "syt_";
+
+pub fn random() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+pub fn new_api_token() -> String {
+    format!("{TOKEN_PREFIX}{}", random())
+}
+
+pub fn digest(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_unique_prefixed_and_hash_stably() {
+        let a = new_api_token();
+        let b = new_api_token();
+        assert!(a.starts_with(TOKEN_PREFIX) && a.len() > 40);
+        assert_ne!(a, b);
+        assert_eq!(digest(&a), digest(&a));
+        assert_ne!(digest(&a), digest(&b));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,43 @@
+//! Switchyard's server: REST API, Leptos SSR, and (in later work) scheduler, node control and
+//! gateway. One module per domain; each owns its tables, its REST router and its tests.
+
+pub mod api;
+pub mod audit;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod demo;
+pub mod identity;
+pub mod metrics;
+pub mod scheduler;
+pub mod state;
+pub mod store;
+pub mod tenancy;
+pub mod web;
+pub mod web_server;
+
+use std::sync::{Arc, Mutex};
+
+use leptos::config::LeptosOptions;
+
+use crate::config::Config;
+use crate::identity::throttle::{Throttle, ThrottlePolicy};
+use crate::state::AppState;
+use crate::store::Store;
+
+/// Builds the state for a connected store.
+pub fn state(store: Store, config: Config) -> AppState {
+    let leptos = LeptosOptions::builder()
+        .output_name("switchyard")
+        .site_root(config.site_root.clone())
+        .site_pkg_dir("pkg")
+        .site_addr(config.listen)
+        .build();
+    AppState {
+        store,
+        config: Arc::new(config),
+        throttle: Arc::new(Mutex::new(Throttle::new(ThrottlePolicy::default()))),
+        metrics: Arc::new(metrics::Metrics::default()),
+        leptos,
+    }
+}

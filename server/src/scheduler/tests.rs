@@ -1,0 +1,508 @@
+//! The scheduling semantics, case by case, and as properties over random snapshots.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::core::*;
+
+fn pool(nodes: usize, devices: usize) -> Pool {
+    Pool {
+        nodes: (0..nodes)
+            .map(|_| Node {
+                devices: (0..devices).map(|_| Device { memory_mb: 80_000 }).collect(),
+            })
+            .collect(),
+    }
+}
+
+fn group(reservation: MilliGpu, limit: MilliGpu, weight: u32) -> GroupPolicy {
+    GroupPolicy {
+        reservation,
+        limit,
+        over_quota_weight: weight,
+        over_quota_allowed: true,
+    }
+}
+
+fn queue(group: u32, pools: &[u32]) -> Queue {
+    Queue {
+        group,
+        pools: pools.to_vec(),
+        over_quota: true,
+    }
+}
+
+fn job(id: u64, queue: u32, gpus: MilliGpu) -> PendingJob {
+    PendingJob {
+        id,
+        queue,
+        priority: 0,
+        preemptible: true,
+        may_exceed: true,
+        gpus,
+        memory_mb: 0,
+        submitted_at: id as i64,
+    }
+}
+
+fn running(
+    id: u64,
+    queue: u32,
+    gpus: MilliGpu,
+    node: u32,
+    devices: &[u32],
+    started_at: i64,
+) -> RunningJob {
+    let per = if gpus < WHOLE { gpus } else { WHOLE };
+    RunningJob {
+        id,
+        queue,
+        priority: 0,
+        preemptible: true,
+        gpus,
+        memory_mb: if gpus < WHOLE {
+            80_000 * gpus / WHOLE
+        } else {
+            0
+        },
+        placement: Placement {
+            pool: 0,
+            node,
+            slices: devices.iter().map(|&d| (d, per)).collect(),
+        },
+        started_at,
+        preempted_for: None,
+    }
+}
+
+fn reason_of(d: &Decisions, id: u64) -> Option<&WaitReason> {
+    d.waiting.iter().find(|(j, _)| *j == id).map(|(_, r)| r)
+}
+
+#[test]
+fn reservation_first_and_limit_is_a_hard_cap() {
+    let s = Snapshot {
+        pools: vec![pool(1, 8)],
+        groups: vec![group(2000, 3000, 1)],
+        queues: vec![queue(0, &[0])],
+        pending: (1..=5).map(|i| job(i, 0, 1000)).collect(),
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    assert_eq!(
+        d.admits.len(),
+        3,
+        "two reserved, one borrowed, then the limit"
+    );
+    assert_eq!(d.admits.iter().filter(|a| a.over_quota).count(), 1);
+    assert_eq!(
+        reason_of(&d, 4),
+        Some(&WaitReason::OverLimit {
+            used: 3000,
+            limit: 3000
+        })
+    );
+}
+
+#[test]
+fn fractions_fill_partly_used_devices_first() {
+    let s = Snapshot {
+        pools: vec![pool(1, 2)],
+        groups: vec![group(2000, 2000, 1)],
+        queues: vec![queue(0, &[0])],
+        running: vec![running(1, 0, 500, 0, &[1], 0)],
+        pending: vec![job(2, 0, 250), job(3, 0, 250), job(4, 0, 1000)],
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    let on = |id| {
+        d.admits
+            .iter()
+            .find(|a| a.job == id)
+            .map(|a| a.placement.slices.clone())
+    };
+    assert_eq!(on(2), Some(vec![(1, 250)]), "joins the half-used device");
+    assert_eq!(on(3), Some(vec![(1, 250)]), "and fills it");
+    assert_eq!(on(4), Some(vec![(0, 1000)]), "the whole GPU stays whole");
+}
+
+#[test]
+fn idle_capacity_is_split_by_over_quota_weight() {
+    let s = Snapshot {
+        pools: vec![pool(1, 6)],
+        groups: vec![group(0, 8000, 2), group(0, 8000, 1)],
+        queues: vec![queue(0, &[0]), queue(1, &[0])],
+        pending: (0..12).map(|i| job(i, (i % 2) as u32, 1000)).collect(),
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    let by_group = |q| {
+        d.admits
+            .iter()
+            .filter(|a| s.pending.iter().find(|j| j.id == a.job).map(|j| j.queue) == Some(q))
+            .count()
+    };
+    assert_eq!((by_group(0), by_group(1)), (4, 2));
+}
+
+#[test]
+fn reclaim_preempts_only_what_is_needed_most_recent_first() {
+    // Group 1 borrows all 4 GPUs of one node; group 0 (reservation 2) wants 2 back.
+    let s = Snapshot {
+        now: 10_000,
+        min_runtime_ms: 1_000,
+        pools: vec![pool(1, 4)],
+        groups: vec![group(2000, 4000, 1), group(0, 4000, 1)],
+        queues: vec![queue(0, &[0]), queue(1, &[0])],
+        running: (0..4)
+            .map(|d| running(10 + d as u64, 1, 1000, 0, &[d], d as i64 * 100))
+            .collect(),
+        pending: vec![job(1, 0, 2000)],
+    };
+    let d = schedule(&s);
+    let victims: Vec<u64> = d.preempts.iter().map(|p| p.victim).collect();
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    assert!(
+        victims.contains(&13) && victims.contains(&12),
+        "the two most recently started: {victims:?}"
+    );
+    assert!(d
+        .preempts
+        .iter()
+        .all(|p| p.for_group == 0 && p.for_job == 1));
+    assert!(
+        matches!(reason_of(&d, 1), Some(WaitReason::WaitingForPreemption { victims }) if victims.len() == 2)
+    );
+
+    // Next cycle, while the victims are stopping: no second round.
+    let mut s2 = s.clone();
+    for r in &mut s2.running {
+        if victims.contains(&r.id) {
+            r.preempted_for = Some(0);
+        }
+    }
+    let d2 = schedule(&s2);
+    assert!(d2.preempts.is_empty(), "{:?}", d2.preempts);
+    assert_eq!(
+        reason_of(&d2, 1),
+        Some(&WaitReason::WaitingForPreemption { victims: vec![] })
+    );
+}
+
+#[test]
+fn min_runtime_and_reservations_protect_jobs() {
+    let s = Snapshot {
+        now: 500,
+        min_runtime_ms: 1_000,
+        pools: vec![pool(1, 2)],
+        groups: vec![group(1000, 2000, 1), group(1000, 2000, 1)],
+        queues: vec![queue(0, &[0]), queue(1, &[0])],
+        // Group 1: one job in its reservation (old), one over it (just started).
+        running: vec![
+            running(10, 1, 1000, 0, &[0], -5_000),
+            running(11, 1, 1000, 0, &[1], 400),
+        ],
+        pending: vec![job(1, 0, 1000)],
+    };
+    let d = schedule(&s);
+    assert!(
+        d.preempts.is_empty(),
+        "the over-quota job is too young, the other is reserved"
+    );
+    assert_eq!(reason_of(&d, 1), Some(&WaitReason::NoCapacity));
+    let later = Snapshot { now: 2_000, ..s };
+    let d = schedule(&later);
+    assert_eq!(
+        d.preempts.iter().map(|p| p.victim).collect::<Vec<_>>(),
+        [11]
+    );
+}
+
+#[test]
+fn spillover_uses_the_next_pool_with_the_same_accounting() {
+    let s = Snapshot {
+        pools: vec![pool(1, 1), pool(1, 4)],
+        groups: vec![group(3000, 3000, 1)],
+        queues: vec![queue(0, &[0, 1])],
+        pending: vec![
+            job(1, 0, 1000),
+            job(2, 0, 1000),
+            job(3, 0, 1000),
+            job(4, 0, 1000),
+        ],
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    let pools: Vec<u32> = d.admits.iter().map(|a| a.placement.pool).collect();
+    assert_eq!(pools, [0, 1, 1]);
+    assert!(matches!(
+        reason_of(&d, 4),
+        Some(WaitReason::OverLimit { .. })
+    ));
+}
+
+#[test]
+fn non_preemptible_jobs_use_only_reserved_capacity() {
+    let mut j = job(1, 0, 1000);
+    j.preemptible = false;
+    let s = Snapshot {
+        pools: vec![pool(1, 4)],
+        groups: vec![group(0, 4000, 1)],
+        queues: vec![queue(0, &[0])],
+        pending: vec![j],
+        ..Default::default()
+    };
+    assert_eq!(
+        reason_of(&schedule(&s), 1),
+        Some(&WaitReason::QuotaExhausted {
+            used: 0,
+            reservation: 0
+        })
+    );
+}
+
+#[test]
+fn multi_gpu_jobs_need_one_node() {
+    let s = Snapshot {
+        pools: vec![pool(2, 4)],
+        groups: vec![group(8000, 8000, 1)],
+        queues: vec![queue(0, &[0])],
+        running: vec![
+            running(10, 0, 2000, 0, &[0, 1], 0),
+            running(11, 0, 2000, 1, &[0, 1], 0),
+        ],
+        pending: vec![job(1, 0, 3000), job(2, 0, 2000)],
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    assert_eq!(
+        reason_of(&d, 1),
+        Some(&WaitReason::NoCapacity),
+        "4 free GPUs, but 2 per node"
+    );
+    assert_eq!(d.admits.len(), 1);
+    assert_eq!(d.admits[0].placement.slices.len(), 2);
+}
+
+// ---- properties -------------------------------------------------------------------------------
+
+fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
+    let pools = prop::collection::vec(
+        prop::collection::vec(prop::collection::vec(16_000u32..80_001, 1..4), 1..4),
+        1..3,
+    );
+    let groups =
+        prop::collection::vec((0u32..5, 0u32..5, 0u32..4, prop::bool::weighted(0.8)), 1..5);
+    (pools, groups)
+        .prop_flat_map(|(pools, groups)| {
+            let npools = pools.len() as u32;
+            let ngroups = groups.len() as u32;
+            let queues = prop::collection::vec(
+                (
+                    0..ngroups,
+                    prop::collection::vec(0..npools, 1..3),
+                    prop::bool::weighted(0.8),
+                ),
+                1..5,
+            );
+            let jobs = prop::collection::vec(
+                (
+                    0u32..8,
+                    prop::sample::select(vec![125u32, 250, 375, 500, 1000, 2000, 3000]),
+                    0i32..3,
+                    prop::bool::weighted(0.85),
+                    prop::bool::weighted(0.85),
+                ),
+                0..40,
+            );
+            (Just(pools), Just(groups), queues, jobs)
+        })
+        .prop_map(|(pools, groups, queues, jobs)| {
+            let nq = queues.len() as u32;
+            Snapshot {
+                now: 0,
+                min_runtime_ms: 10,
+                pools: pools
+                    .into_iter()
+                    .map(|nodes| Pool {
+                        nodes: nodes
+                            .into_iter()
+                            .map(|devs| Node {
+                                devices: devs
+                                    .into_iter()
+                                    .map(|m| Device { memory_mb: m })
+                                    .collect(),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                groups: groups
+                    .into_iter()
+                    .map(|(r, extra, w, allowed)| GroupPolicy {
+                        reservation: r * 1000,
+                        limit: (r + extra) * 1000,
+                        over_quota_weight: w,
+                        over_quota_allowed: allowed,
+                    })
+                    .collect(),
+                queues: queues
+                    .into_iter()
+                    .map(|(g, mut p, oq)| {
+                        p.dedup();
+                        Queue {
+                            group: g,
+                            pools: p,
+                            over_quota: oq,
+                        }
+                    })
+                    .collect(),
+                running: Vec::new(),
+                pending: jobs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (q, gpus, prio, pre, exceed))| PendingJob {
+                        id: i as u64,
+                        queue: q % nq,
+                        priority: prio,
+                        preemptible: pre,
+                        may_exceed: exceed,
+                        gpus,
+                        memory_mb: 0,
+                        submitted_at: i as i64,
+                    })
+                    .collect(),
+            }
+        })
+}
+
+/// Checks the invariants of a state; panics with what broke.
+fn check_state(s: &Snapshot) {
+    let mut used: HashMap<(u32, u32, u32), (u32, u64)> = HashMap::new();
+    let mut group_use = vec![0u32; s.groups.len()];
+    for r in &s.running {
+        group_use[s.queues[r.queue as usize].group as usize] += r.gpus;
+        let total: u32 = r.placement.slices.iter().map(|(_, m)| m).sum();
+        assert_eq!(total, r.gpus, "job {} holds what it asked for", r.id);
+        for &(d, m) in &r.placement.slices {
+            let dev = &s.pools[r.placement.pool as usize].nodes[r.placement.node as usize].devices
+                [d as usize];
+            let mem = if m < WHOLE {
+                (dev.memory_mb as u64 * m as u64) / 1000
+            } else {
+                dev.memory_mb as u64
+            };
+            let e = used
+                .entry((r.placement.pool, r.placement.node, d))
+                .or_default();
+            e.0 += m;
+            e.1 += mem;
+            assert!(
+                e.0 <= WHOLE,
+                "device oversubscribed: {:?} = {}",
+                (r.placement.pool, r.placement.node, d),
+                e.0
+            );
+            assert!(e.1 <= dev.memory_mb as u64, "device memory oversubscribed");
+        }
+    }
+    for (g, u) in group_use.iter().enumerate() {
+        assert!(
+            *u <= s.groups[g].limit,
+            "group {g} uses {u} over its limit {}",
+            s.groups[g].limit
+        );
+    }
+}
+
+/// Applies decisions: admitted jobs start, victims stop and go back to their queue.
+fn apply(s: &mut Snapshot, d: &Decisions) {
+    for a in &d.admits {
+        let pos = s
+            .pending
+            .iter()
+            .position(|j| j.id == a.job)
+            .expect("admitted job was pending");
+        let j = s.pending.remove(pos);
+        let memory_mb = if j.gpus < WHOLE {
+            let dev = &s.pools[a.placement.pool as usize].nodes[a.placement.node as usize].devices
+                [a.placement.slices[0].0 as usize];
+            ((dev.memory_mb as u64 * j.gpus as u64) / 1000) as u32
+        } else {
+            0
+        };
+        s.running.push(RunningJob {
+            id: j.id,
+            queue: j.queue,
+            priority: j.priority,
+            preemptible: j.preemptible,
+            gpus: j.gpus,
+            memory_mb,
+            placement: a.placement.clone(),
+            started_at: s.now,
+            preempted_for: None,
+        });
+    }
+    for p in &d.preempts {
+        let pos = s
+            .running
+            .iter()
+            .position(|r| r.id == p.victim)
+            .expect("victim was running");
+        let r = s.running.remove(pos);
+        s.pending.push(PendingJob {
+            id: r.id,
+            queue: r.queue,
+            priority: r.priority,
+            preemptible: r.preemptible,
+            may_exceed: true,
+            gpus: r.gpus,
+            memory_mb: 0,
+            submitted_at: r.started_at,
+        });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn replaying_decisions_reaches_a_fixed_point_without_breaking_invariants(mut s in arb_snapshot(), late_every in 2usize..4) {
+        // Every few jobs arrive after the first round, when borrowers hold idle capacity, so
+        // reclaim has work to do.
+        let mut late: Vec<PendingJob> = Vec::new();
+        let mut i = 0;
+        s.pending.retain(|j| { i += 1; if i % late_every == 0 { late.push(j.clone()); false } else { true } });
+        let mut rounds = 0;
+        loop {
+            let before_over = over_quota_jobs(&s);
+            let d = schedule(&s);
+            // Victims are over-quota, preemptible, old enough, and never reclaimed for their own group.
+            for p in &d.preempts {
+                let i = s.running.iter().position(|r| r.id == p.victim).unwrap();
+                let r = &s.running[i];
+                prop_assert!(before_over[i], "victim {} was within its reservation", r.id);
+                prop_assert!(r.preemptible);
+                prop_assert!(s.now - r.started_at >= s.min_runtime_ms);
+                prop_assert_ne!(p.victim_group, p.for_group);
+            }
+            // Every pending job is either admitted or has a reason.
+            prop_assert_eq!(d.admits.len() + d.waiting.len(), s.pending.len());
+            if d.admits.is_empty() && d.preempts.is_empty() {
+                if late.is_empty() {
+                    break;
+                }
+                s.pending.append(&mut late);
+                continue;
+            }
+            apply(&mut s, &d);
+            check_state(&s);
+            s.now += s.min_runtime_ms;
+            if rounds == 0 {
+                s.pending.append(&mut late);
+            }
+            rounds += 1;
+            prop_assert!(rounds < 200, "no fixed point after 200 rounds: preemption cycle");
+        }
+    }
+}

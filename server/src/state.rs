@@ -1,0 +1,20 @@
+//! The application state every handler receives.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+
+use crate::config::Config;
+use crate::identity::throttle::Throttle;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub throttle: Arc<Mutex<Throttle>>,
+    pub metrics: Arc<Metrics>,
+    pub leptos: LeptosOptions,
+}

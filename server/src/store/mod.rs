@@ -1,0 +1,189 @@
+//! The database: one sqlx `AnyPool` over SQLite (embedded default, WAL) or PostgreSQL
+//! (production, shared by replicas), with the migrations of the matching dialect.
+//!
+//! Writes go through [`Store::begin_write`]. On SQLite it also takes a process-wide lock: SQLite
+//! has one writer anyway, and a deferred transaction that reads before it writes would otherwise
+//! fail with `SQLITE_BUSY` under concurrency instead of waiting. On PostgreSQL row locks do the
+//! serialising (see the audit chain head).
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{Any, AnyPool, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pub pool: AnyPool,
+    pub dialect: Dialect,
+    write_lock: Option<Arc<Mutex<()>>>,
+}
+
+/// A write transaction; dropping it without `commit` rolls back.
+pub struct WriteTx {
+    pub tx: Transaction<'static, Any>,
+    _guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = Transaction<'static, Any>;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+impl Store {
+    /// Connects, creating the SQLite file (and its folder) if needed, and migrates.
+    pub async fn connect(url: &str) -> anyhow::Result<Store> {
+        sqlx::any::install_default_drivers();
+        let dialect = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Dialect::Postgres
+        } else if url.starts_with("sqlite:") {
+            Dialect::Sqlite
+        } else {
+            anyhow::bail!("unsupported database URL (expected sqlite:… or postgres://…)");
+        };
+        let pool = match dialect {
+            Dialect::Sqlite => {
+                let memory = url.contains(":memory:") || url.contains("mode=memory");
+                let mut url = url.to_string();
+                if !memory {
+                    if let Some(path) = sqlite_path(&url) {
+                        if let Some(dir) = Path::new(&path).parent() {
+                            if !dir.as_os_str().is_empty() {
+                                std::fs::create_dir_all(dir)?;
+                            }
+                        }
+                    }
+                    if !url.contains('?') {
+                        url.push_str("?mode=rwc");
+                    }
+                }
+                // WAL for concurrent readers, a busy timeout so writers wait rather than fail,
+                // foreign keys on (SQLite leaves them off by default).
+                let opts = AnyConnectOptions::from_str(&url)?;
+                AnyPoolOptions::new()
+                    .max_connections(if memory { 1 } else { 8 })
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            use sqlx::Executor;
+                            conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;")
+                                .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(opts)
+                    .await?
+            }
+            Dialect::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect(url)
+                    .await?
+            }
+        };
+        if dialect == Dialect::Sqlite {
+            use sqlx::Executor;
+            pool.execute("PRAGMA journal_mode = WAL;").await?;
+        }
+        match dialect {
+            Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
+            Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
+        }
+        Ok(Store {
+            pool,
+            dialect,
+            write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
+        })
+    }
+
+    pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
+        let guard = match &self.write_lock {
+            Some(lock) => Some(lock.clone().lock_owned().await),
+            None => None,
+        };
+        let tx = self.pool.begin().await?;
+        Ok(WriteTx { tx, _guard: guard })
+    }
+
+    /// Whether the database answers (for `/readyz`).
+    pub async fn ping(&self) -> bool {
+        sqlx::query_scalar::<_, i64>("SELECT 1")
+            .fetch_one(&self.pool)
+            .await
+            .is_ok()
+    }
+}
+
+fn sqlite_path(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next()?;
+    (!path.is_empty()).then(|| path.to_string())
+}
+
+/// Whether a database error is a unique-key violation (turned into 409 by the callers).
+pub fn is_unique_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            db.code()
+                .is_some_and(|c| c == "23505" || c == "2067" || c == "1555")
+                || db.message().contains("UNIQUE constraint failed")
+        }
+        _ => false,
+    }
+}
+
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// 0/1 flags as the store keeps them.
+pub fn flag(b: bool) -> i64 {
+    i64::from(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(
+            sqlite_path("sqlite://data/x.db").as_deref(),
+            Some("data/x.db")
+        );
+        assert_eq!(
+            sqlite_path("sqlite:data/x.db?mode=rwc").as_deref(),
+            Some("data/x.db")
+        );
+        assert_eq!(sqlite_path("sqlite::memory:").as_deref(), Some(":memory:"));
+    }
+}

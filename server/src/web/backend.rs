@@ -1,0 +1,99 @@
+//! The server's implementation of the pages' backend: thin calls into the domain modules.
+
+use app::backend::Backend;
+use app::error::AppError;
+use app::model::*;
+
+use crate::identity::directory::{self as dir, ListParams};
+use crate::state::AppState;
+
+pub struct WebBackend {
+    pub state: AppState,
+}
+
+#[async_trait::async_trait]
+impl Backend for WebBackend {
+    async fn list_users(&self, p: &Principal) -> Result<Vec<User>, AppError> {
+        Ok(dir::list_users(&self.state.store, p, &ListParams::all())
+            .await?
+            .items)
+    }
+    async fn create_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateUser,
+    ) -> Result<User, AppError> {
+        Ok(dir::create_user(&self.state.store, p, meta, input).await?)
+    }
+    async fn list_groups(&self, p: &Principal) -> Result<Vec<Group>, AppError> {
+        Ok(dir::list_groups(&self.state.store, p, &ListParams::all())
+            .await?
+            .items)
+    }
+    async fn create_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateGroup,
+    ) -> Result<Group, AppError> {
+        Ok(dir::create_group(&self.state.store, p, meta, input).await?)
+    }
+    async fn group_detail(&self, p: &Principal, group_id: &str) -> Result<GroupDetail, AppError> {
+        let store = &self.state.store;
+        let group = dir::get_group(store, p, group_id).await?;
+        let members = dir::list_members(store, p, group_id).await?;
+        let candidates = dir::list_users(store, p, &ListParams::all())
+            .await?
+            .items
+            .into_iter()
+            .filter(|u| !u.disabled && !members.iter().any(|m| m.user_id == u.id))
+            .collect();
+        Ok(GroupDetail {
+            group,
+            members,
+            candidates,
+        })
+    }
+    async fn add_member(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        group_id: &str,
+        user_id: &str,
+    ) -> Result<(), AppError> {
+        dir::add_member(&self.state.store, p, meta, group_id, user_id).await?;
+        Ok(())
+    }
+    async fn remove_member(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        group_id: &str,
+        user_id: &str,
+    ) -> Result<(), AppError> {
+        Ok(dir::remove_member(&self.state.store, p, meta, group_id, user_id).await?)
+    }
+    async fn my_groups(&self, p: &Principal) -> Result<Vec<Group>, AppError> {
+        Ok(dir::my_groups(&self.state.store, p).await?)
+    }
+    async fn list_audit(
+        &self,
+        p: &Principal,
+        filter: AuditFilter,
+    ) -> Result<Page<AuditEntry>, AppError> {
+        crate::identity::require(p, app::access::Action::ViewAudit)?;
+        Ok(crate::audit::list(&self.state.store, p.tenant_id(), &filter).await?)
+    }
+    async fn list_tenants(&self, p: &Principal) -> Result<Vec<TenantSummary>, AppError> {
+        Ok(crate::tenancy::list_tenants(&self.state.store, p).await?)
+    }
+    async fn create_tenant(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateTenant,
+    ) -> Result<Tenant, AppError> {
+        Ok(crate::tenancy::create_tenant(&self.state.store, p, meta, input).await?)
+    }
+}

@@ -1,0 +1,58 @@
+//! The pages: Leptos SSR routes and server functions, static files, the sign-in and sign-out
+//! form handlers, and the [`app::backend::Backend`] the server functions call.
+
+pub mod auth;
+mod backend;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use leptos::prelude::provide_context;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+
+use app::backend::SharedBackend;
+use app::model::Principal;
+
+use crate::api::error::{ApiError, AppError};
+use crate::state::AppState;
+
+pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
+    let backend: SharedBackend = Arc::new(backend::WebBackend {
+        state: state.clone(),
+    });
+    let leptos_routes = generate_route_list(app::App);
+    let options = state.leptos.clone();
+    router
+        .route("/", get(home))
+        .route("/auth/login", post(auth::login_form))
+        .route("/auth/logout", post(auth::logout_form))
+        .leptos_routes_with_context(
+            state,
+            leptos_routes,
+            move || provide_context(backend.clone()),
+            move || app::shell(options.clone()),
+        )
+        .fallback(fallback)
+}
+
+async fn home(principal: Option<axum::Extension<Principal>>) -> Redirect {
+    if principal.is_some() {
+        Redirect::to("/portal")
+    } else {
+        Redirect::to("/login")
+    }
+}
+
+/// Unknown API paths answer a problem document; everything else is a static file or the
+/// app's own 404 page.
+async fn fallback(uri: Uri, State(state): State<AppState>, req: Request) -> Response {
+    if uri.path().starts_with("/api/") || uri.path().starts_with("/_sf/") {
+        return ApiError(AppError::NotFound).into_response();
+    }
+    let handler = leptos_axum::file_and_error_handler::<AppState, _>(app::shell);
+    handler(uri, State(state), req).await
+}

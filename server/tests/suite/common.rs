@@ -1,0 +1,291 @@
+//! Test harness: a fresh database per test (a SQLite file, or a PostgreSQL schema), the real
+//! router driven with `oneshot`, and helpers to seed tenants and sign in.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use app::model::{CreateTenant, RequestMeta};
+use switchyard::audit::Actor;
+use switchyard::config::Config;
+use switchyard::identity::{directory, password};
+use switchyard::store::Store;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+pub const PASSWORD: &str = "correct-horse-battery";
+
+pub fn postgres_base() -> String {
+    std::env::var("SWITCHYARD_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+pub struct TestDb {
+    pub store: Store,
+    pub url: String,
+    schema: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    pub async fn new(kind: Kind) -> TestDb {
+        match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}/sy.db", dir.path().display());
+                let store = Store::connect(&url).await.unwrap();
+                TestDb {
+                    store,
+                    url,
+                    schema: None,
+                    _dir: Some(dir),
+                }
+            }
+            Kind::Postgres => {
+                sqlx::any::install_default_drivers();
+                let base = postgres_base();
+                let admin = sqlx::AnyPool::connect(&base).await.unwrap_or_else(|e| {
+                    panic!("PostgreSQL is required for the store suite at {base}: {e}. Start it or set SWITCHYARD_TEST_POSTGRES.")
+                });
+                let schema = format!("sy_test_{}", uuid::Uuid::new_v4().simple());
+                sqlx::query(&format!("CREATE SCHEMA {schema}"))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+                admin.close().await;
+                let sep = if base.contains('?') { '&' } else { '?' };
+                let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+                let store = Store::connect(&url).await.unwrap();
+                TestDb {
+                    store,
+                    url,
+                    schema: Some(schema),
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    /// Drops the PostgreSQL schema (SQLite's folder goes with the TempDir).
+    pub async fn cleanup(self) {
+        if let Some(schema) = self.schema {
+            self.store.pool.close().await;
+            if let Ok(admin) = sqlx::AnyPool::connect(&postgres_base()).await {
+                let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+                    .execute(&admin)
+                    .await;
+                admin.close().await;
+            }
+        }
+    }
+}
+
+pub struct TestApp {
+    pub db: TestDb,
+    pub router: axum::Router,
+}
+
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl TestApp {
+    pub async fn new(kind: Kind) -> TestApp {
+        let db = TestDb::new(kind).await;
+        let state = switchyard::state(db.store.clone(), Config::default());
+        let router = switchyard::api::app(state);
+        TestApp { db, router }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.db.store
+    }
+
+    pub async fn raw(&self, req: Request<Body>) -> Resp {
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Resp {
+        let mut b = Request::builder().method(method).uri(path);
+        if let Some(t) = token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = match body {
+            Some(v) => b
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string()))
+                .unwrap(),
+            None => b.body(Body::empty()).unwrap(),
+        };
+        self.raw(req).await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Resp {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Resp {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Resp {
+        self.call(Method::PATCH, path, Some(token), Some(body))
+            .await
+    }
+    pub async fn delete(&self, path: &str, token: &str) -> Resp {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Signs in through the API and returns the token.
+    pub async fn login(&self, tenant: &str, username: &str) -> String {
+        let r = self
+            .call(
+                Method::POST,
+                "/api/v1/auth/login",
+                None,
+                Some(json!({"tenant": tenant, "username": username, "password": PASSWORD})),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "login {tenant}/{username}: {}",
+            r.text
+        );
+        r.body["token"].as_str().unwrap().to_string()
+    }
+
+    /// A tenant with an admin and a member; returns the tenant id.
+    pub async fn seed_tenant(&self, slug: &str) -> String {
+        let actor = Actor::system("test");
+        let meta = RequestMeta::default();
+        let t = switchyard::tenancy::insert_tenant(
+            self.store(),
+            &actor,
+            &meta,
+            CreateTenant {
+                slug: slug.into(),
+                name: slug.to_uppercase(),
+            },
+        )
+        .await
+        .unwrap();
+        let hash = password::hash(PASSWORD).unwrap();
+        directory::insert_user(
+            self.store(),
+            &t.id,
+            &actor,
+            &meta,
+            "admin",
+            "Admin",
+            None,
+            Some(hash.clone()),
+            true,
+            false,
+        )
+        .await
+        .unwrap();
+        directory::insert_user(
+            self.store(),
+            &t.id,
+            &actor,
+            &meta,
+            "member",
+            "Member",
+            None,
+            Some(hash),
+            false,
+            false,
+        )
+        .await
+        .unwrap();
+        t.id
+    }
+
+    pub async fn seed_platform_admin(&self) -> String {
+        let actor = Actor::system("test");
+        let meta = RequestMeta::default();
+        let t = switchyard::tenancy::insert_tenant(
+            self.store(),
+            &actor,
+            &meta,
+            CreateTenant {
+                slug: "platform".into(),
+                name: "Platform".into(),
+            },
+        )
+        .await
+        .unwrap();
+        let hash = password::hash(PASSWORD).unwrap();
+        directory::insert_user(
+            self.store(),
+            &t.id,
+            &actor,
+            &meta,
+            "root",
+            "Root",
+            None,
+            Some(hash),
+            false,
+            true,
+        )
+        .await
+        .unwrap();
+        self.login("platform", "root").await
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.store().pool)
+            .await
+            .unwrap()
+    }
+
+    pub async fn finish(self) {
+        self.db.cleanup().await;
+    }
+}
+
+/// Runs an async test body once on SQLite and once on PostgreSQL.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::common::Kind::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::common::Kind::Postgres).await
+                }
+            }
+        )*
+    };
+}

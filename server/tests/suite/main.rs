@@ -1,0 +1,12 @@
+//! The integration suite: every test runs against SQLite and PostgreSQL through the real router.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod audit;
+mod auth;
+mod cli;
+mod directory;
+mod input;
+mod isolation;
+mod store;

@@ -23,18 +23,27 @@ pub enum Action {
     ManageTenantTokens,
     /// Use the Policy Manager of the own tenant.
     ViewPolicy,
+    /// Create and change the own tenant's pools, profiles, policies and queues.
+    ManagePolicy,
+    /// Create pools shared by every tenant.
+    ManageSharedPools,
+    /// Submit jobs (to queues of one's own groups) and see one's own jobs.
+    SubmitJobs,
 }
 
 /// The one access decision. Platform admins administer their home tenant too.
 pub fn allowed(me: &Me, action: Action) -> bool {
     let admin = me.is_tenant_admin || me.is_platform_admin;
     match action {
-        Action::ViewDirectory | Action::ManageOwnTokens => true,
+        Action::ViewDirectory | Action::ManageOwnTokens | Action::SubmitJobs => true,
         Action::ManageDirectory
         | Action::ViewAudit
         | Action::ManageTenantTokens
-        | Action::ViewPolicy => admin,
-        Action::ManagePlatform | Action::ViewAnyAudit => me.is_platform_admin,
+        | Action::ViewPolicy
+        | Action::ManagePolicy => admin,
+        Action::ManagePlatform | Action::ViewAnyAudit | Action::ManageSharedPools => {
+            me.is_platform_admin
+        }
     }
 }
 
@@ -85,6 +94,9 @@ mod tests {
             (ViewAudit, false, true, true),
             (ManageTenantTokens, false, true, true),
             (ViewPolicy, false, true, true),
+            (ManagePolicy, false, true, true),
+            (SubmitJobs, true, true, true),
+            (ManageSharedPools, false, false, true),
             (ManagePlatform, false, false, true),
             (ViewAnyAudit, false, false, true),
         ];

@@ -80,7 +80,8 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             OpenApiRouter::new()
                 .merge(crate::identity::api::router())
                 .merge(crate::tenancy::router())
-                .merge(crate::audit::api::router()),
+                .merge(crate::audit::api::router())
+                .merge(crate::scheduler::api::router()),
         )
         .split_for_parts()
 }

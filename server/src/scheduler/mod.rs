@@ -1,7 +1,12 @@
-//! GPU scheduling. [`core`] is the pure decision function over a snapshot; the driver that loads
-//! snapshots from the store, commits decisions and hands jobs to executors builds on it.
+//! GPU scheduling. [`core`] is the pure decision function over a snapshot; [`resources`] the
+//! tenant's pools, profiles, policies and queues; [`jobs`] submission and the job lifecycle;
+//! [`executor`] the seam to the machines that run jobs.
 
+pub mod api;
 pub mod core;
+pub mod executor;
+pub mod jobs;
+pub mod resources;
 
 #[cfg(test)]
 mod tests;

@@ -9,4 +9,5 @@ mod cli;
 mod directory;
 mod input;
 mod isolation;
+mod policies;
 mod store;

@@ -1,0 +1,149 @@
+//! REST handlers for resource policies: pools, profiles, policies and queues.
+//! (Jobs get their routes with the driver that runs them.)
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use app::model::*;
+
+use super::resources as res;
+use crate::api::error::{ApiResult, Problem};
+use crate::api::extract::ApiJson;
+use crate::api::Caller;
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_pools, create_pool))
+        .routes(routes!(get_pool))
+        .routes(routes!(list_profiles, create_profile))
+        .routes(routes!(get_profile))
+        .routes(routes!(list_policies, set_policy))
+        .routes(routes!(get_policy))
+        .routes(routes!(list_queues, create_queue))
+        .routes(routes!(get_queue))
+}
+
+/// The pools the caller's tenant may use: shared ones and its own.
+#[utoipa::path(get, path = "/pools", tag = "policies", responses((status = 200, body = Vec<Pool>), (status = 401, body = Problem)))]
+async fn list_pools(State(s): State<AppState>, Caller(p, _): Caller) -> ApiResult<Json<Vec<Pool>>> {
+    Ok(Json(res::list_pools(&s.store, &p).await?))
+}
+
+/// Declare a pool (shared: platform admins only). `POST` a new one; names are unique across the platform.
+#[utoipa::path(post, path = "/pools", tag = "policies", request_body = CreatePool, responses((status = 201, body = Pool), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_pool(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<CreatePool>,
+) -> ApiResult<(StatusCode, Json<Pool>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(res::create_pool(&s.store, &p, &meta, input).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/pools/{id}", tag = "policies", params(("id" = String, Path)), responses((status = 200, body = Pool), (status = 404, body = Problem)))]
+async fn get_pool(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Pool>> {
+    Ok(Json(res::get_pool(&s.store, &p, &id).await?))
+}
+
+/// The tenant's resource profiles.
+#[utoipa::path(get, path = "/profiles", tag = "policies", responses((status = 200, body = Vec<Profile>), (status = 401, body = Problem)))]
+async fn list_profiles(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+) -> ApiResult<Json<Vec<Profile>>> {
+    Ok(Json(res::list_profiles(&s.store, &p).await?))
+}
+
+/// Create a profile: a fixed milli-GPU amount per job, or dynamic within [min, max].
+#[utoipa::path(post, path = "/profiles", tag = "policies", request_body = CreateProfile, responses((status = 201, body = Profile), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_profile(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<CreateProfile>,
+) -> ApiResult<(StatusCode, Json<Profile>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(res::create_profile(&s.store, &p, &meta, input).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/profiles/{id}", tag = "policies", params(("id" = String, Path)), responses((status = 200, body = Profile), (status = 404, body = Problem)))]
+async fn get_profile(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Profile>> {
+    Ok(Json(res::get_profile(&s.store, &p, &id).await?))
+}
+
+/// The tenant's group policies.
+#[utoipa::path(get, path = "/policies", tag = "policies", responses((status = 200, body = Vec<Policy>), (status = 401, body = Problem)))]
+async fn list_policies(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+) -> ApiResult<Json<Vec<Policy>>> {
+    Ok(Json(res::list_policies(&s.store, &p).await?))
+}
+
+/// Create or replace a group's policy (one per group): reservation, limit, over-quota weight.
+#[utoipa::path(post, path = "/policies", tag = "policies", request_body = SetPolicy, responses((status = 200, body = Policy), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn set_policy(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<SetPolicy>,
+) -> ApiResult<(StatusCode, Json<Policy>)> {
+    Ok((
+        StatusCode::OK,
+        Json(res::set_policy(&s.store, &p, &meta, input).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/policies/{id}", tag = "policies", params(("id" = String, Path)), responses((status = 200, body = Policy), (status = 404, body = Problem)))]
+async fn get_policy(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Policy>> {
+    Ok(Json(res::get_policy(&s.store, &p, &id).await?))
+}
+
+/// The tenant's queues.
+#[utoipa::path(get, path = "/queues", tag = "policies", responses((status = 200, body = Vec<Queue>), (status = 401, body = Problem)))]
+async fn list_queues(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+) -> ApiResult<Json<Vec<Queue>>> {
+    Ok(Json(res::list_queues(&s.store, &p).await?))
+}
+
+/// Create a queue: a policy, a profile and an ordered list of pools (later ones are spillover).
+#[utoipa::path(post, path = "/queues", tag = "policies", request_body = CreateQueue, responses((status = 201, body = Queue), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_queue(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<CreateQueue>,
+) -> ApiResult<(StatusCode, Json<Queue>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(res::create_queue(&s.store, &p, &meta, input).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/queues/{id}", tag = "policies", params(("id" = String, Path)), responses((status = 200, body = Queue), (status = 404, body = Problem)))]
+async fn get_queue(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Queue>> {
+    Ok(Json(res::get_queue(&s.store, &p, &id).await?))
+}

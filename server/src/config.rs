@@ -44,21 +44,6 @@ pub struct ServeArgs {
     /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
     #[arg(long, env = "SWITCHYARD_TRUST_FORWARDED_FOR", num_args = 0..=1, default_missing_value = "true")]
     pub trust_forwarded_for: Option<bool>,
-    /// Jobs younger than this are not preempted, ms [default: 10000].
-    #[arg(long, env = "SWITCHYARD_MIN_RUNTIME_MS")]
-    pub min_runtime_ms: Option<i64>,
-    /// Between SIGTERM and SIGKILL when a job is stopped, ms [default: 10000].
-    #[arg(long, env = "SWITCHYARD_STOP_GRACE_MS")]
-    pub stop_grace_ms: Option<i64>,
-    /// How often the scheduler runs without a change to react to, ms [default: 1000].
-    #[arg(long, env = "SWITCHYARD_SCHEDULER_TICK_MS")]
-    pub scheduler_tick_ms: Option<u64>,
-    /// How long a simulated abort callback takes to checkpoint, ms [default: 2000].
-    #[arg(long, env = "SWITCHYARD_SIM_CHECKPOINT_MS")]
-    pub sim_checkpoint_ms: Option<i64>,
-    /// Folder for local-pool job folders (logs, exit codes) [default: data/jobs].
-    #[arg(long, env = "SWITCHYARD_WORK_DIR")]
-    pub work_dir: Option<String>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -74,11 +59,6 @@ struct FileConfig {
     log_format: Option<String>,
     max_body_bytes: Option<usize>,
     trust_forwarded_for: Option<bool>,
-    min_runtime_ms: Option<i64>,
-    stop_grace_ms: Option<i64>,
-    scheduler_tick_ms: Option<u64>,
-    sim_checkpoint_ms: Option<i64>,
-    work_dir: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,11 +72,6 @@ pub struct Config {
     pub log_json: bool,
     pub max_body_bytes: usize,
     pub trust_forwarded_for: bool,
-    pub min_runtime_ms: i64,
-    pub stop_grace_ms: i64,
-    pub scheduler_tick_ms: u64,
-    pub sim_checkpoint_ms: i64,
-    pub work_dir: String,
 }
 
 impl Default for Config {
@@ -111,11 +86,6 @@ impl Default for Config {
             log_json: true,
             max_body_bytes: 1 << 20,
             trust_forwarded_for: false,
-            min_runtime_ms: 10_000,
-            stop_grace_ms: 10_000,
-            scheduler_tick_ms: 1000,
-            sim_checkpoint_ms: 2000,
-            work_dir: "data/jobs".into(),
         }
     }
 }
@@ -166,40 +136,7 @@ impl Config {
                 .trust_forwarded_for
                 .or(file.trust_forwarded_for)
                 .unwrap_or(false),
-            min_runtime_ms: serve
-                .min_runtime_ms
-                .or(file.min_runtime_ms)
-                .unwrap_or(d.min_runtime_ms),
-            stop_grace_ms: serve
-                .stop_grace_ms
-                .or(file.stop_grace_ms)
-                .unwrap_or(d.stop_grace_ms),
-            scheduler_tick_ms: serve
-                .scheduler_tick_ms
-                .or(file.scheduler_tick_ms)
-                .unwrap_or(d.scheduler_tick_ms),
-            sim_checkpoint_ms: serve
-                .sim_checkpoint_ms
-                .or(file.sim_checkpoint_ms)
-                .unwrap_or(d.sim_checkpoint_ms),
-            work_dir: serve
-                .work_dir
-                .clone()
-                .or(file.work_dir)
-                .unwrap_or(d.work_dir),
         };
-        if !(0..=86_400_000).contains(&c.min_runtime_ms) {
-            anyhow::bail!("min_runtime_ms must be between 0 and 86400000");
-        }
-        if !(0..=3_600_000).contains(&c.stop_grace_ms) {
-            anyhow::bail!("stop_grace_ms must be between 0 and 3600000");
-        }
-        if !(10..=600_000).contains(&c.scheduler_tick_ms) {
-            anyhow::bail!("scheduler_tick_ms must be between 10 and 600000");
-        }
-        if !(0..=600_000).contains(&c.sim_checkpoint_ms) {
-            anyhow::bail!("sim_checkpoint_ms must be between 0 and 600000");
-        }
         if !(1..=24 * 30).contains(&c.session_ttl_hours) {
             anyhow::bail!("session_ttl_hours must be between 1 and 720");
         }

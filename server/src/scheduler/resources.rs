@@ -48,6 +48,16 @@ pub fn default_classes() -> Vec<PriorityClass> {
     ]
 }
 
+/// `Ok(None)` for a missing row, so a caller can turn it into a field error while a database
+/// failure still answers 500.
+fn found<T>(r: ApiResult<T>) -> ApiResult<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(crate::api::error::ApiError(AppError::NotFound)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn parse_json<T: serde::de::DeserializeOwned + Default>(s: &str) -> T {
     serde_json::from_str(s).unwrap_or_default()
 }
@@ -587,13 +597,13 @@ pub async fn create_queue(
         "name",
         "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
     );
-    let policy = get_policy(store, p, &input.policy_id).await.ok();
+    let policy = found(get_policy(store, p, &input.policy_id).await)?;
     v.check(
         policy.is_some(),
         "policy_id",
         "no such policy in your organization",
     );
-    let profile = get_profile(store, p, &input.profile_id).await.ok();
+    let profile = found(get_profile(store, p, &input.profile_id).await)?;
     v.check(
         profile.is_some(),
         "profile_id",
@@ -608,9 +618,9 @@ pub async fn create_queue(
             v.check(false, "pools", "a pool may appear only once");
             break;
         }
-        match get_pool(store, p, id).await {
-            Ok(pool) => pool_names.push(pool.name),
-            Err(_) => {
+        match found(get_pool(store, p, id).await)? {
+            Some(pool) => pool_names.push(pool.name),
+            None => {
                 v.check(
                     false,
                     "pools",

@@ -5,11 +5,11 @@
 //! executors keep no state that matters beyond the process they run.
 //!
 //! Implementations here: [`simulated`] (declared nodes, jobs run for a declared duration) and
-//! `local` (real processes on this host, in their own process group). The GPU node agent and
+//! [`local`] (real processes on this host, in their own process group). The GPU node agent and
 //! Kubernetes plug in behind the same trait: `launch` becomes "create a pod / send to the agent",
 //! `stop` "run the abort hook, then delete with a grace period", `adopt` "watch the existing pod".
 
-// pub mod local; (the local process executor lands with the driver)
+pub mod local;
 pub mod simulated;
 
 use tokio::sync::mpsc::UnboundedSender;

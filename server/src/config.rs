@@ -44,6 +44,21 @@ pub struct ServeArgs {
     /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
     #[arg(long, env = "SWITCHYARD_TRUST_FORWARDED_FOR", num_args = 0..=1, default_missing_value = "true")]
     pub trust_forwarded_for: Option<bool>,
+    /// Scheduler: a cycle at least this often, in ms, besides the ones changes trigger [default: 1000].
+    #[arg(long, env = "SWITCHYARD_SCHEDULER_TICK_MS")]
+    pub scheduler_tick_ms: Option<u64>,
+    /// Scheduler: over-quota jobs younger than this are not preempted, in ms [default: 10000].
+    #[arg(long, env = "SWITCHYARD_MIN_RUNTIME_MS")]
+    pub min_runtime_ms: Option<i64>,
+    /// Local pools: time between SIGTERM and SIGKILL when a job is stopped, in ms [default: 10000].
+    #[arg(long, env = "SWITCHYARD_STOP_GRACE_MS")]
+    pub stop_grace_ms: Option<i64>,
+    /// Simulated pools: how long a job's abort callback takes to checkpoint, in ms [default: 2000].
+    #[arg(long, env = "SWITCHYARD_SIM_CHECKPOINT_MS")]
+    pub sim_checkpoint_ms: Option<i64>,
+    /// Local pools: folder for each job's working directory and output [default: data/jobs].
+    #[arg(long, env = "SWITCHYARD_JOBS_DIR")]
+    pub jobs_dir: Option<PathBuf>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -59,6 +74,11 @@ struct FileConfig {
     log_format: Option<String>,
     max_body_bytes: Option<usize>,
     trust_forwarded_for: Option<bool>,
+    scheduler_tick_ms: Option<u64>,
+    min_runtime_ms: Option<i64>,
+    stop_grace_ms: Option<i64>,
+    sim_checkpoint_ms: Option<i64>,
+    jobs_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +92,7 @@ pub struct Config {
     pub log_json: bool,
     pub max_body_bytes: usize,
     pub trust_forwarded_for: bool,
+    pub scheduler: crate::scheduler::driver::DriverConfig,
 }
 
 impl Default for Config {
@@ -86,6 +107,7 @@ impl Default for Config {
             log_json: true,
             max_body_bytes: 1 << 20,
             trust_forwarded_for: false,
+            scheduler: Default::default(),
         }
     }
 }
@@ -136,9 +158,44 @@ impl Config {
                 .trust_forwarded_for
                 .or(file.trust_forwarded_for)
                 .unwrap_or(false),
+            scheduler: crate::scheduler::driver::DriverConfig {
+                tick_ms: serve
+                    .scheduler_tick_ms
+                    .or(file.scheduler_tick_ms)
+                    .unwrap_or(d.scheduler.tick_ms),
+                min_runtime_ms: serve
+                    .min_runtime_ms
+                    .or(file.min_runtime_ms)
+                    .unwrap_or(d.scheduler.min_runtime_ms),
+                stop_grace_ms: serve
+                    .stop_grace_ms
+                    .or(file.stop_grace_ms)
+                    .unwrap_or(d.scheduler.stop_grace_ms),
+                sim_checkpoint_ms: serve
+                    .sim_checkpoint_ms
+                    .or(file.sim_checkpoint_ms)
+                    .unwrap_or(d.scheduler.sim_checkpoint_ms),
+                jobs_dir: serve
+                    .jobs_dir
+                    .clone()
+                    .or(file.jobs_dir)
+                    .unwrap_or(d.scheduler.jobs_dir),
+            },
         };
         if !(1..=24 * 30).contains(&c.session_ttl_hours) {
             anyhow::bail!("session_ttl_hours must be between 1 and 720");
+        }
+        if !(10..=60_000).contains(&c.scheduler.tick_ms) {
+            anyhow::bail!("scheduler_tick_ms must be between 10 and 60000");
+        }
+        for (name, v) in [
+            ("min_runtime_ms", c.scheduler.min_runtime_ms),
+            ("stop_grace_ms", c.scheduler.stop_grace_ms),
+            ("sim_checkpoint_ms", c.scheduler.sim_checkpoint_ms),
+        ] {
+            if !(0..=3_600_000).contains(&v) {
+                anyhow::bail!("{name} must be between 0 and 3600000");
+            }
         }
         if c.max_body_bytes < 1024 {
             anyhow::bail!("max_body_bytes must be at least 1024");

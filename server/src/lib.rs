@@ -25,6 +25,15 @@ use crate::identity::throttle::{Throttle, ThrottlePolicy};
 use crate::state::AppState;
 use crate::store::Store;
 
+/// Starts the scheduler's driver for this state (on the current Tokio runtime).
+pub fn start_scheduler(state: &AppState) -> tokio::task::JoinHandle<()> {
+    scheduler::driver::start(
+        state.store.clone(),
+        state.config.scheduler.clone(),
+        state.scheduler.clone(),
+    )
+}
+
 /// Builds the state for a connected store.
 pub fn state(store: Store, config: Config) -> AppState {
     let leptos = LeptosOptions::builder()
@@ -39,5 +48,6 @@ pub fn state(store: Store, config: Config) -> AppState {
         throttle: Arc::new(Mutex::new(Throttle::new(ThrottlePolicy::default()))),
         metrics: Arc::new(metrics::Metrics::default()),
         leptos,
+        scheduler: Default::default(),
     }
 }

@@ -8,6 +8,7 @@ use leptos::config::LeptosOptions;
 use crate::config::Config;
 use crate::identity::throttle::Throttle;
 use crate::metrics::Metrics;
+use crate::scheduler::driver::SchedulerHandle;
 use crate::store::Store;
 
 #[derive(Clone, FromRef)]
@@ -17,4 +18,5 @@ pub struct AppState {
     pub throttle: Arc<Mutex<Throttle>>,
     pub metrics: Arc<Metrics>,
     pub leptos: LeptosOptions,
+    pub scheduler: SchedulerHandle,
 }

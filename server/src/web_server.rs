@@ -27,6 +27,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listen = config.listen;
     let demo = config.demo;
     let state = crate::state(store, config);
+    let _driver = crate::start_scheduler(&state);
     let app = crate::api::app(state);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;

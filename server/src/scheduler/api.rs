@@ -1,5 +1,5 @@
 //! REST handlers for resource policies: pools, profiles, policies and queues.
-//! (Jobs get their routes with the driver that runs them.)
+//! Jobs: submit, list, detail with history, abort. Changes wake the scheduler.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -9,9 +9,10 @@ use utoipa_axum::routes;
 
 use app::model::*;
 
+use super::jobs::{self, JobFilter};
 use super::resources as res;
 use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::ApiJson;
+use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::Caller;
 use crate::state::AppState;
 
@@ -25,6 +26,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_policy))
         .routes(routes!(list_queues, create_queue))
         .routes(routes!(get_queue))
+        .routes(routes!(list_jobs, submit_job))
+        .routes(routes!(get_job))
+        .routes(routes!(abort_job))
+        .routes(routes!(overview))
 }
 
 /// The pools the caller's tenant may use: shared ones and its own.
@@ -42,7 +47,11 @@ async fn create_pool(
 ) -> ApiResult<(StatusCode, Json<Pool>)> {
     Ok((
         StatusCode::CREATED,
-        Json(res::create_pool(&s.store, &p, &meta, input).await?),
+        Json(
+            res::create_pool(&s.store, &p, &meta, input)
+                .await
+                .inspect(|_| s.scheduler.poke())?,
+        ),
     ))
 }
 
@@ -104,7 +113,11 @@ async fn set_policy(
 ) -> ApiResult<(StatusCode, Json<Policy>)> {
     Ok((
         StatusCode::OK,
-        Json(res::set_policy(&s.store, &p, &meta, input).await?),
+        Json(
+            res::set_policy(&s.store, &p, &meta, input)
+                .await
+                .inspect(|_| s.scheduler.poke())?,
+        ),
     ))
 }
 
@@ -135,7 +148,11 @@ async fn create_queue(
 ) -> ApiResult<(StatusCode, Json<Queue>)> {
     Ok((
         StatusCode::CREATED,
-        Json(res::create_queue(&s.store, &p, &meta, input).await?),
+        Json(
+            res::create_queue(&s.store, &p, &meta, input)
+                .await
+                .inspect(|_| s.scheduler.poke())?,
+        ),
     ))
 }
 
@@ -146,4 +163,60 @@ async fn get_queue(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Queue>> {
     Ok(Json(res::get_queue(&s.store, &p, &id).await?))
+}
+
+/// Jobs, newest first: members see their own, tenant admins every job of the tenant.
+#[utoipa::path(get, path = "/jobs", tag = "jobs", params(JobFilter), responses((status = 200, body = Page<Job>), (status = 401, body = Problem), (status = 422, body = Problem)))]
+async fn list_jobs(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    ApiQuery(f): ApiQuery<JobFilter>,
+) -> ApiResult<Json<Page<Job>>> {
+    Ok(Json(jobs::list_jobs(&s.store, &p, &f).await?))
+}
+
+/// Submit a job to a queue of one of your groups. It starts `queued`; `wait_reason` says why
+/// it waits, in plain words, until the scheduler admits it.
+#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = SubmitJob, responses((status = 201, body = Job), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
+async fn submit_job(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<SubmitJob>,
+) -> ApiResult<(StatusCode, Json<Job>)> {
+    let job = jobs::submit(&s.store, &p, &meta, input).await?;
+    s.scheduler.poke();
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+/// One job with its full state history.
+#[utoipa::path(get, path = "/jobs/{id}", tag = "jobs", params(("id" = String, Path)), responses((status = 200, body = JobDetail), (status = 404, body = Problem)))]
+async fn get_job(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobDetail>> {
+    Ok(Json(jobs::job_detail(&s.store, &p, &id).await?))
+}
+
+/// Abort a job: a waiting one ends at once; a running one runs its abort callback, is
+/// stopped, and ends `aborted`.
+#[utoipa::path(post, path = "/jobs/{id}/abort", tag = "jobs", params(("id" = String, Path)), responses((status = 200, body = Job), (status = 404, body = Problem), (status = 409, body = Problem)))]
+async fn abort_job(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Job>> {
+    let job = jobs::abort(&s.store, &p, &meta, &id).await?;
+    s.scheduler.poke();
+    Ok(Json(job))
+}
+
+/// Capacity and use: per pool (in quota, over quota, idle, reserved), per group, per queue
+/// (running, waiting, average wait), and the recent preemptions that involve the tenant.
+#[utoipa::path(get, path = "/scheduling/overview", tag = "policies", responses((status = 200, body = PolicyOverview), (status = 401, body = Problem)))]
+async fn overview(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+) -> ApiResult<Json<PolicyOverview>> {
+    Ok(Json(super::overview::overview(&s.store, &p).await?))
 }

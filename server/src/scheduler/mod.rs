@@ -4,8 +4,10 @@
 
 pub mod api;
 pub mod core;
+pub mod driver;
 pub mod executor;
 pub mod jobs;
+pub mod overview;
 pub mod resources;
 
 #[cfg(test)]

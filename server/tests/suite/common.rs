@@ -90,6 +90,9 @@ impl TestDb {
 pub struct TestApp {
     pub db: TestDb,
     pub router: axum::Router,
+    pub state: switchyard::state::AppState,
+    pub driver: Option<tokio::task::JoinHandle<()>>,
+    pub jobs_dir: Option<tempfile::TempDir>,
 }
 
 pub struct Resp {
@@ -103,8 +106,67 @@ impl TestApp {
     pub async fn new(kind: Kind) -> TestApp {
         let db = TestDb::new(kind).await;
         let state = switchyard::state(db.store.clone(), Config::default());
-        let router = switchyard::api::app(state);
-        TestApp { db, router }
+        let router = switchyard::api::app(state.clone());
+        TestApp {
+            db,
+            router,
+            state,
+            driver: None,
+            jobs_dir: None,
+        }
+    }
+
+    /// An app whose scheduler runs: a fast tick, no minimum runtime, a short simulated
+    /// checkpoint, local jobs in a temporary folder.
+    pub async fn with_scheduler(kind: Kind) -> TestApp {
+        let db = TestDb::new(kind).await;
+        let jobs_dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.scheduler.tick_ms = 100;
+        config.scheduler.min_runtime_ms = 0;
+        config.scheduler.sim_checkpoint_ms = 50;
+        config.scheduler.stop_grace_ms = 500;
+        config.scheduler.jobs_dir = jobs_dir.path().to_path_buf();
+        let state = switchyard::state(db.store.clone(), config);
+        let router = switchyard::api::app(state.clone());
+        let driver = Some(switchyard::start_scheduler(&state));
+        TestApp {
+            db,
+            router,
+            state,
+            driver,
+            jobs_dir: Some(jobs_dir),
+        }
+    }
+
+    /// Stops the scheduler (as a crash would) and starts a fresh one on the same database.
+    pub async fn restart_scheduler(&mut self) {
+        if let Some(d) = self.driver.take() {
+            d.abort();
+            let _ = d.await;
+        }
+        self.driver = Some(switchyard::start_scheduler(&self.state));
+    }
+
+    /// Polls `GET path` until `pred` holds (10 s at most) and returns the last body.
+    pub async fn wait_for(
+        &self,
+        path: &str,
+        token: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let r = self.get(path, token).await;
+            if pred(&r.body) {
+                return r.body;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("timed out waiting for {what}; last {path}: {}", r.text);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -266,7 +328,11 @@ impl TestApp {
             .unwrap()
     }
 
-    pub async fn finish(self) {
+    pub async fn finish(mut self) {
+        if let Some(d) = self.driver.take() {
+            d.abort();
+            let _ = d.await;
+        }
         self.db.cleanup().await;
     }
 }

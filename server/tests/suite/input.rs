@@ -151,6 +151,8 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "GET /api/v1/groups",
         "GET /api/v1/groups/{id}",
         "GET /api/v1/groups/{id}/members",
+        "GET /api/v1/jobs",
+        "GET /api/v1/jobs/{id}",
         "GET /api/v1/me",
         "GET /api/v1/policies",
         "GET /api/v1/policies/{id}",
@@ -162,6 +164,7 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "GET /api/v1/projects/{id}",
         "GET /api/v1/queues",
         "GET /api/v1/queues/{id}",
+        "GET /api/v1/scheduling/overview",
         "GET /api/v1/tenants",
         "GET /api/v1/tenants/{id}",
         "GET /api/v1/tokens",
@@ -174,6 +177,8 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "POST /api/v1/auth/logout",
         "POST /api/v1/groups",
         "POST /api/v1/groups/{id}/members",
+        "POST /api/v1/jobs",
+        "POST /api/v1/jobs/{id}/abort",
         "POST /api/v1/policies",
         "POST /api/v1/pools",
         "POST /api/v1/profiles",
@@ -186,6 +191,9 @@ async fn openapi_lists_every_operation(kind: Kind) {
     assert_eq!(ops, expected);
     let schemas = r.body["components"]["schemas"].as_object().unwrap();
     for s in [
+        "Job",
+        "JobDetail",
+        "PolicyOverview",
         "Pool",
         "Profile",
         "Policy",

@@ -9,5 +9,6 @@ mod cli;
 mod directory;
 mod input;
 mod isolation;
+mod jobs;
 mod policies;
 mod store;

@@ -50,6 +50,46 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: CreateTenant,
     ) -> Result<Tenant, AppError>;
+    async fn policy_overview(&self, p: &Principal) -> Result<PolicyOverview, AppError>;
+    async fn policy_config(&self, p: &Principal) -> Result<PolicyConfig, AppError>;
+    async fn portal_overview(&self, p: &Principal) -> Result<PortalOverview, AppError>;
+    async fn job_detail(&self, p: &Principal, job_id: &str) -> Result<JobDetail, AppError>;
+    async fn submit_job(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SubmitJob,
+    ) -> Result<Job, AppError>;
+    async fn abort_job(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        job_id: &str,
+    ) -> Result<Job, AppError>;
+    async fn create_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreatePool,
+    ) -> Result<Pool, AppError>;
+    async fn create_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateProfile,
+    ) -> Result<Profile, AppError>;
+    async fn set_policy(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SetPolicy,
+    ) -> Result<Policy, AppError>;
+    async fn create_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateQueue,
+    ) -> Result<Queue, AppError>;
 }
 
 /// How the backend is stored in the Leptos context.

@@ -33,6 +33,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
+                // ECharts for the charts (charming's wasm renderer); deferred, so it is loaded
+                // before the app hydrates and never blocks the first paint.
+                <script src="/echarts.min.js" defer></script>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -67,6 +70,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
                 <ParentRoute path=path!("") view=Shell ssr=SsrMode::Async>
                     <Route path=path!("/portal") view=PortalPage ssr=SsrMode::Async/>
+                    <Route path=path!("/portal/jobs/:id") view=JobPage ssr=SsrMode::Async/>
                     <Route path=path!("/policy") view=PolicyPage ssr=SsrMode::Async/>
                     <Route path=path!("/platform") view=PlatformPage ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>

@@ -30,8 +30,8 @@ test('a tenant admin signs in, creates a group, adds a member, sees the audit tr
   assert.match(await page.textContent('[data-testid=whoami]'), /Alice Martin/);
   const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
   assert.deepEqual(nav, ['Portal', 'Policy Manager', 'Audit', 'Settings']);
-  await page.waitForSelector('[data-testid=my-groups]');
-  assert.match(await page.textContent('[data-testid=my-groups]'), /ml-research/);
+  await page.waitForSelector('[data-testid=quota-table]');
+  assert.match(await page.textContent('[data-testid=quota-table]'), /ml-research/);
   await shot(page, 'portal');
 
   const cookie = (await context.cookies()).find(c => c.name === 'sy_session');

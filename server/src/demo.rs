@@ -1,7 +1,10 @@
 //! Demo data for a first look: three tenants with users, groups, memberships and projects.
 //! Seeded only into an empty database, through the same audited paths as real changes.
 
-use app::model::{CreateTenant, RequestMeta};
+use app::model::{
+    AbortSpec, Auth, CreatePool, CreateProfile, CreateQueue, CreateTenant, Me, PoolNode, Principal,
+    RequestMeta, SetPolicy, SubmitJob,
+};
 use serde_json::json;
 
 use crate::audit::{self, Actor, Record};
@@ -35,7 +38,7 @@ const TENANTS: &[DemoTenant] = &[
         groups: &[
             ("ml-research", "Training and experiments", &["alice", "bob"]),
             ("inference", "Serving models to products", &["carol"]),
-            ("data-eng", "Datasets and pipelines", &[]),
+            ("data-eng", "Datasets and pipelines", &["dan"]),
         ],
         projects: &[
             ("vision", None),
@@ -76,6 +79,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
         request_id: "demo-seed".into(),
     };
     let hash = password::hash(PASSWORD)?;
+    let mut people: People = std::collections::HashMap::new();
     let err = |e: crate::api::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
     for t in TENANTS {
         let tenant = crate::tenancy::insert_tenant(
@@ -173,6 +177,321 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
             project_ids.insert(*project, pid);
         }
         tx.commit().await?;
+        people.insert(t.slug, (tenant, ids));
     }
+    seed_scheduling(store, &people, &meta).await?;
     Ok(true)
+}
+
+type People = std::collections::HashMap<
+    &'static str,
+    (
+        app::model::Tenant,
+        std::collections::HashMap<&'static str, String>,
+    ),
+>;
+
+/// A principal for a demo user, as if they had signed in.
+fn principal(people: &People, tenant: &str, username: &str) -> anyhow::Result<Principal> {
+    let (t, ids) = people
+        .get(tenant)
+        .ok_or_else(|| anyhow::anyhow!("demo: no tenant {tenant}"))?;
+    let def = TENANTS
+        .iter()
+        .find(|d| d.slug == tenant)
+        .and_then(|d| d.users.iter().find(|u| u.0 == username))
+        .ok_or_else(|| anyhow::anyhow!("demo: no user {username}"))?;
+    Ok(Principal {
+        me: Me {
+            user_id: ids[username].clone(),
+            username: username.into(),
+            display_name: def.1.into(),
+            email: None,
+            tenant_id: t.id.clone(),
+            tenant_slug: t.slug.clone(),
+            tenant_name: t.name.clone(),
+            is_platform_admin: def.3,
+            is_tenant_admin: def.2,
+        },
+        auth: Auth::Token {
+            token_id: "demo-seed".into(),
+        },
+    })
+}
+
+fn nodes(prefix: &str, count: u32, gpus: u32, model: &str, memory_mb: u32) -> Vec<PoolNode> {
+    (1..=count)
+        .map(|i| PoolNode {
+            name: format!("{prefix}-{i}"),
+            gpus,
+            gpu_model: model.into(),
+            gpu_memory_mb: memory_mb,
+            cpu_cores: 96,
+            memory_mb: 1_048_576,
+        })
+        .collect()
+}
+
+fn job(queue_id: &str, name: &str, gpu_milli: i64, duration_ms: i64) -> SubmitJob {
+    SubmitJob {
+        queue_id: queue_id.into(),
+        name: name.into(),
+        command: format!("python train.py --run {name} --resume-from $SWITCHYARD_CHECKPOINT_DIR"),
+        gpu_milli: Some(gpu_milli),
+        duration_ms: Some(duration_ms),
+        abort: Some(AbortSpec {
+            kind: "bash".into(),
+            command: "kill -USR1 $SWITCHYARD_JOB_PID; sleep 2 # the trainer saves a checkpoint"
+                .into(),
+            timeout_ms: Some(30_000),
+        }),
+        checkpoint_dir: Some("ckpt".into()),
+        ..Default::default()
+    }
+}
+
+/// Pools, profiles, policies, queues and jobs: acme's research group borrows idle GPUs on the
+/// shared pool and spills over to acme's own pool, data engineering waits at its quota, and
+/// [`reclaim_later`] makes inference take its reservation back (a live preemption).
+async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> anyhow::Result<()> {
+    use crate::scheduler::{jobs, resources as res};
+    let err = |e: crate::api::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
+    let root = principal(people, "platform", "root")?;
+    let alice = principal(people, "acme", "alice")?;
+    let erin = principal(people, "globex", "erin")?;
+    let shared = res::create_pool(
+        store,
+        &root,
+        meta,
+        CreatePool {
+            name: "h100-shared".into(),
+            executor: "simulated".into(),
+            nodes: nodes("h100", 2, 8, "H100-80GB", 81920),
+            gpu_hour_cost_cents: 350,
+            shared: true,
+        },
+    )
+    .await
+    .map_err(err)?;
+    let own = res::create_pool(
+        store,
+        &alice,
+        meta,
+        CreatePool {
+            name: "acme-a100".into(),
+            executor: "simulated".into(),
+            nodes: nodes("a100", 1, 4, "A100-40GB", 40960),
+            gpu_hour_cost_cents: 180,
+            shared: false,
+        },
+    )
+    .await
+    .map_err(err)?;
+    let group_id = |tenant: &str, name: &str| {
+        let tenant = tenant.to_string();
+        let name = name.to_string();
+        async move {
+            sqlx::query_scalar::<_, String>("SELECT g.id FROM groups g JOIN tenants t ON t.id = g.tenant_id WHERE t.slug = $1 AND g.name = $2")
+                .bind(tenant)
+                .bind(name)
+                .fetch_one(&store.pool)
+                .await
+        }
+    };
+    let mut queues = std::collections::HashMap::new();
+    for (who, tenant, group, reservation, limit, weight, borrow, queue, profile, pools) in [
+        (
+            &alice,
+            "acme",
+            "ml-research",
+            8000,
+            16000,
+            2,
+            true,
+            "train",
+            (0, 125, 8000),
+            vec![shared.id.clone(), own.id.clone()],
+        ),
+        (
+            &alice,
+            "acme",
+            "inference",
+            6000,
+            8000,
+            1,
+            true,
+            "serve",
+            (1000, 0, 0),
+            vec![shared.id.clone()],
+        ),
+        (
+            &alice,
+            "acme",
+            "data-eng",
+            2000,
+            2000,
+            1,
+            false,
+            "etl",
+            (1000, 0, 0),
+            vec![own.id.clone()],
+        ),
+        (
+            &erin,
+            "globex",
+            "research",
+            4000,
+            8000,
+            1,
+            true,
+            "forecast",
+            (0, 125, 8000),
+            vec![shared.id.clone()],
+        ),
+    ] {
+        let gid = group_id(tenant, group).await?;
+        let policy = res::set_policy(
+            store,
+            who,
+            meta,
+            SetPolicy {
+                group_id: gid,
+                reservation_milli: reservation,
+                limit_milli: limit,
+                over_quota_weight: weight,
+                over_quota_allowed: borrow,
+                exceed_users: Vec::new(),
+            },
+        )
+        .await
+        .map_err(err)?;
+        let (fixed, min, max) = profile;
+        let profile = res::create_profile(
+            store,
+            who,
+            meta,
+            CreateProfile {
+                name: format!("{queue}-profile"),
+                gpu_milli: fixed,
+                min_gpu_milli: (fixed == 0).then_some(min),
+                max_gpu_milli: (fixed == 0).then_some(max),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(err)?;
+        let q = res::create_queue(
+            store,
+            who,
+            meta,
+            CreateQueue {
+                name: queue.into(),
+                policy_id: policy.id,
+                profile_id: profile.id,
+                pools,
+                over_quota: borrow,
+                classes: None,
+            },
+        )
+        .await
+        .map_err(err)?;
+        queues.insert(queue, q.id);
+    }
+    let hour = 3_600_000;
+    let bob = principal(people, "acme", "bob")?;
+    let carol = principal(people, "acme", "carol")?;
+    let dan = principal(people, "acme", "dan")?;
+    let frank = principal(people, "globex", "frank")?;
+    let mut submit = Vec::new();
+    for i in 1..=14 {
+        submit.push((
+            &bob,
+            job(
+                &queues["train"],
+                &format!("resnet-sweep-{i:02}"),
+                1000,
+                hour,
+            ),
+        ));
+    }
+    submit.push((&bob, job(&queues["train"], "tokenizer-check", 500, 20_000)));
+    for i in 1..=2 {
+        submit.push((
+            &carol,
+            job(
+                &queues["serve"],
+                &format!("llama-serve-{i}"),
+                1000,
+                4 * hour,
+            ),
+        ));
+    }
+    for i in 1..=3 {
+        submit.push((
+            &dan,
+            job(&queues["etl"], &format!("embed-batch-{i}"), 1000, hour),
+        ));
+    }
+    submit.push((
+        &frank,
+        job(&queues["forecast"], "demand-forecast", 1000, hour),
+    ));
+    for (who, j) in submit {
+        jobs::submit(store, who, meta, j).await.map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Half a minute after the demo starts, inference asks for 4 more GPUs within its reservation
+/// while research is borrowing: the scheduler preempts research's over-quota jobs (abort
+/// callback, checkpoint, requeue), which the Policy Manager shows as it happens.
+pub fn reclaim_later(
+    store: Store,
+    scheduler: crate::scheduler::driver::SchedulerHandle,
+    after: std::time::Duration,
+) {
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let meta = RequestMeta {
+            source_ip: "local".into(),
+            request_id: "demo-reclaim".into(),
+        };
+        let result: anyhow::Result<()> = async {
+            let row = sqlx::query("SELECT u.id, u.tenant_id, t.slug, t.name FROM users u JOIN tenants t ON t.id = u.tenant_id WHERE t.slug = 'acme' AND u.username = 'carol'")
+                .fetch_one(&store.pool)
+                .await?;
+            use sqlx::Row;
+            let carol = Principal {
+                me: Me {
+                    user_id: row.try_get("id")?,
+                    username: "carol".into(),
+                    display_name: "Carol Diaz".into(),
+                    email: None,
+                    tenant_id: row.try_get("tenant_id")?,
+                    tenant_slug: row.try_get("slug")?,
+                    tenant_name: row.try_get("name")?,
+                    is_platform_admin: false,
+                    is_tenant_admin: false,
+                },
+                auth: Auth::Token { token_id: "demo".into() },
+            };
+            let queue: String = sqlx::query_scalar("SELECT id FROM queues WHERE tenant_id = $1 AND name = 'serve'")
+                .bind(carol.tenant_id())
+                .fetch_one(&store.pool)
+                .await?;
+            for i in 3..=6 {
+                crate::scheduler::jobs::submit(&store, &carol, &meta, job(&queue, &format!("llama-serve-{i}"), 1000, 4 * 3_600_000))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{:?}", e.0))?;
+            }
+            scheduler.poke();
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "demo: the delayed reclaim did not run");
+        } else {
+            tracing::info!("demo: inference reclaims its reserved GPUs now");
+        }
+    });
 }

@@ -21,13 +21,18 @@ fn init_logging(json: bool) {
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(config.log_json);
     let store = Store::connect(&config.database_url).await?;
-    if config.demo {
-        crate::demo::seed(&store).await?;
-    }
+    let seeded = config.demo && crate::demo::seed(&store).await?;
     let listen = config.listen;
     let demo = config.demo;
     let state = crate::state(store, config);
     let _driver = crate::start_scheduler(&state);
+    if seeded {
+        crate::demo::reclaim_later(
+            state.store.clone(),
+            state.scheduler.clone(),
+            std::time::Duration::from_secs(30),
+        );
+    }
     let app = crate::api::app(state);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;

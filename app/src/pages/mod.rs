@@ -1,9 +1,11 @@
 //! One module per page.
 
 mod audit;
+mod chart;
 mod group;
 mod login;
 mod platform;
+mod policy;
 mod portal;
 mod settings;
 mod shell;
@@ -12,6 +14,7 @@ pub use audit::AuditPage;
 pub use group::GroupPage;
 pub use login::LoginPage;
 pub use platform::PlatformPage;
-pub use portal::{PolicyPage, PortalPage};
+pub use policy::PolicyPage;
+pub use portal::{JobPage, PortalPage};
 pub use settings::SettingsPage;
 pub use shell::{NotFound, Shell};

@@ -1,77 +1,333 @@
+//! The builder portal: submit a job to one of my queues, follow my jobs (and why one waits),
+//! abort one, see my groups' GPU quota and use; and one job's page with its history.
+
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
 
-use crate::api::my_groups;
-use crate::ui::{Card, ErrorBanner, PageHeader};
-use crate::SessionResource;
+use super::policy::{gpus, live_tick};
+use crate::api::{load_job, load_portal, AbortJobForm, SubmitJobForm};
+use crate::model::{Job, PortalOverview};
+use crate::time::format_ms;
+use crate::ui::*;
 
-/// The builder portal. Jobs, endpoints and tokens arrive with the scheduler and gateway work;
-/// today it shows who you are and which groups your access comes from.
+const LIVE: &[&str] = &["queued", "admitted", "starting", "running", "preempting"];
+
+fn state_class(state: &str) -> &'static str {
+    match state {
+        "running" => "bg-green-100 text-green-800",
+        "queued" => "bg-amber-100 text-amber-800",
+        "admitted" | "starting" => "bg-sky-100 text-sky-800",
+        "preempting" => "bg-orange-100 text-orange-800",
+        "succeeded" => "bg-slate-100 text-slate-700",
+        _ => "bg-red-100 text-red-800",
+    }
+}
+
+#[component]
+fn StateBadge(state: String) -> impl IntoView {
+    view! {
+        <span class=format!("rounded px-2 py-0.5 text-xs font-medium {}", state_class(&state)) data-state=state.clone()>{state.clone()}</span>
+    }
+}
+
 #[component]
 pub fn PortalPage() -> impl IntoView {
-    let session = expect_context::<SessionResource>().0;
-    let groups = Resource::new(|| (), |_| my_groups());
+    let submit = ServerAction::<SubmitJobForm>::new();
+    let abort = ServerAction::<AbortJobForm>::new();
+    let tick = live_tick(2);
+    let data = Resource::new(
+        move || (submit.version().get(), abort.version().get(), tick.get()),
+        |_| load_portal(),
+    );
     view! {
         <Title text="Portal"/>
-        <PageHeader title="Builder portal" subtitle="Your GPUs, queues, endpoints and tokens, without a ticket."/>
-        <div class="grid gap-6 md:grid-cols-2">
-            <Card title="You">
-                <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        session.await.ok().flatten().map(|s| view! {
-                            <dl class="grid grid-cols-3 gap-2 text-sm">
-                                <dt class="text-slate-500">"Name"</dt><dd class="col-span-2">{s.me.display_name}</dd>
-                                <dt class="text-slate-500">"Username"</dt><dd class="col-span-2">{s.me.username}</dd>
-                                <dt class="text-slate-500">"Organization"</dt><dd class="col-span-2">{s.me.tenant_name}</dd>
-                            </dl>
-                        })
-                    })}
-                </Transition>
-            </Card>
-            <Card title="Your groups">
-                <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
-                    {move || Suspend::new(async move {
-                        match groups.await {
-                            Ok(list) if list.is_empty() => view! {
-                                <p class="text-sm text-slate-600">"You are in no group yet. Ask your administrator to add you to one."</p>
-                            }.into_any(),
-                            Ok(list) => view! {
-                                <ul class="divide-y divide-slate-100 text-sm" data-testid="my-groups">
-                                    {list.into_iter().map(|g| view! {
-                                        <li class="py-2"><span class="font-medium">{g.name}</span>
-                                        <span class="text-slate-500">" — " {g.description}</span></li>
+        <PageHeader title="Builder portal" subtitle="Your GPUs and jobs, without a ticket."/>
+        <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(d) => view! { <Portal d=d submit abort/> }.into_any(),
+                    Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn Portal(
+    d: PortalOverview,
+    submit: ServerAction<SubmitJobForm>,
+    abort: ServerAction<AbortJobForm>,
+) -> impl IntoView {
+    let submit_v = move || submit.value().get();
+    let abort_v = move || abort.value().get();
+    let mut classes: Vec<String> = Vec::new();
+    for q in &d.queues {
+        for c in &q.classes {
+            if !classes.contains(&c.name) {
+                classes.push(c.name.clone());
+            }
+        }
+    }
+    view! {
+        <div class="grid gap-6 xl:grid-cols-3">
+            <div class="xl:col-span-2 space-y-6">
+                <Card title="My jobs">
+                    {if d.jobs.is_empty() {
+                        view! { <p class="text-sm text-slate-600">"No jobs yet. Submit one with the form."</p> }.into_any()
+                    } else {
+                        view! {
+                            <div class="overflow-x-auto">
+                            <table class=TABLE data-testid="jobs-table">
+                                <thead><tr>
+                                    <th class=TH>"Job"</th><th class=TH>"Queue"</th><th class=TH>"GPUs"</th>
+                                    <th class=TH>"State"</th><th class=TH>"Why it waits / where it runs"</th>
+                                    <th class=TH>"Resumed"</th><th class=TH>"Submitted"</th><th class=TH></th>
+                                </tr></thead>
+                                <tbody class="divide-y divide-slate-100">
+                                    {d.jobs.into_iter().map(|j| view! { <JobRow j=j abort/> }).collect_view()}
+                                </tbody>
+                            </table>
+                            </div>
+                        }.into_any()
+                    }}
+                    <div class="mt-3">{form_error(abort_v)}</div>
+                </Card>
+                <Card title="My groups' GPU quota">
+                    {if d.groups.is_empty() {
+                        view! { <p class="text-sm text-slate-600">"None of your groups has a GPU policy yet. Ask your administrator."</p> }.into_any()
+                    } else {
+                        view! {
+                            <table class=TABLE data-testid="quota-table">
+                                <thead><tr>
+                                    <th class=TH>"Group"</th><th class=TH>"Reserved"</th><th class=TH>"Limit"</th>
+                                    <th class=TH>"In use"</th><th class=TH>"Borrowed"</th><th class=TH>"Running"</th><th class=TH>"Waiting"</th>
+                                </tr></thead>
+                                <tbody class="divide-y divide-slate-100">
+                                    {d.groups.into_iter().map(|g| view! {
+                                        <tr>
+                                            <td class=format!("{TD} font-medium")>{g.group_name}</td>
+                                            <td class=TD>{gpus(g.reservation_milli)}</td>
+                                            <td class=TD>{gpus(g.limit_milli)}</td>
+                                            <td class=TD>{gpus(g.used_milli)}</td>
+                                            <td class=TD>{gpus(g.over_quota_milli)}</td>
+                                            <td class=TD>{g.running}</td>
+                                            <td class=TD>{g.waiting}</td>
+                                        </tr>
                                     }).collect_view()}
-                                </ul>
-                            }.into_any(),
-                            Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
-                        }
-                    })}
-                </Transition>
-            </Card>
-            <Card title="Coming next">
-                <ul class="list-disc space-y-1 pl-5 text-sm text-slate-600">
-                    <li>"Submit jobs to your group's queues and follow them"</li>
-                    <li>"Deploy model endpoints and get their URLs and tokens"</li>
-                    <li>"Your group's GPU quota and its use"</li>
-                </ul>
+                                </tbody>
+                            </table>
+                        }.into_any()
+                    }}
+                </Card>
+            </div>
+            <Card title="Submit a job">
+                {if d.queues.is_empty() {
+                    view! { <p class="text-sm text-slate-600">"You may not submit to any queue yet: you are in no group with a queue."</p> }.into_any()
+                } else {
+                    view! {
+                        <ActionForm action=submit>
+                            <CsrfField/>
+                            <div class="space-y-4">
+                                <div>
+                                    <label class=LABEL for="job-queue">"Queue"</label>
+                                    <select id="job-queue" name="queue_id" class=INPUT>
+                                        {d.queues.iter().map(|q| view! {
+                                            <option value=q.id.clone()>{format!("{} ({}, profile {})", q.name, q.group_name, q.profile_name)}</option>
+                                        }).collect_view()}
+                                    </select>
+                                    {field_error(submit_v, "queue_id")}
+                                </div>
+                                <div>
+                                    <label class=LABEL for="job-name">"Name"</label>
+                                    <input id="job-name" name="name" class=INPUT/>
+                                    {field_error(submit_v, "name")}
+                                </div>
+                                <div>
+                                    <label class=LABEL for="job-command">"Command"</label>
+                                    <textarea id="job-command" name="command" rows="2" class=format!("{INPUT} font-mono")></textarea>
+                                    {field_error(submit_v, "command")}
+                                </div>
+                                <div class="grid grid-cols-2 gap-3">
+                                    <div>
+                                        <label class=LABEL for="job-gpus">"Milli-GPUs (profile default if empty)"</label>
+                                        <input id="job-gpus" name="gpu_milli" class=INPUT inputmode="numeric"/>
+                                        {field_error(submit_v, "gpu_milli")}
+                                    </div>
+                                    <div>
+                                        <label class=LABEL for="job-class">"Priority class"</label>
+                                        <select id="job-class" name="priority_class" class=INPUT>
+                                            <option value="">"default (normal)"</option>
+                                            {classes.iter().map(|c| view! { <option value=c.clone()>{c.clone()}</option> }).collect_view()}
+                                        </select>
+                                        {field_error(submit_v, "priority_class")}
+                                    </div>
+                                    <div>
+                                        <label class=LABEL for="job-duration">"Runs for (s, simulated pools)"</label>
+                                        <input id="job-duration" name="duration_s" class=INPUT value="60" inputmode="numeric"/>
+                                        {field_error(submit_v, "duration_ms")}
+                                    </div>
+                                    <div>
+                                        <label class=LABEL for="job-max">"Max runtime (s)"</label>
+                                        <input id="job-max" name="max_runtime_s" class=INPUT inputmode="numeric"/>
+                                        {field_error(submit_v, "max_runtime_ms")}
+                                    </div>
+                                </div>
+                                <fieldset class="rounded-md border border-slate-200 p-3">
+                                    <legend class="px-1 text-xs font-semibold text-slate-600">"On preemption or abort"</legend>
+                                    <div class="grid grid-cols-2 gap-3">
+                                        <div>
+                                            <label class=LABEL for="job-abort-kind">"Callback"</label>
+                                            <select id="job-abort-kind" name="abort_kind" class=INPUT>
+                                                <option value="bash">"bash"</option>
+                                                <option value="python">"python"</option>
+                                            </select>
+                                            {field_error(submit_v, "abort.kind")}
+                                        </div>
+                                        <div>
+                                            <label class=LABEL for="job-abort-timeout">"Timeout (s)"</label>
+                                            <input id="job-abort-timeout" name="abort_timeout_s" class=INPUT value="30" inputmode="numeric"/>
+                                            {field_error(submit_v, "abort.timeout_ms")}
+                                        </div>
+                                    </div>
+                                    <label class=format!("{LABEL} mt-3") for="job-abort-command">"Command (e.g. save a checkpoint)"</label>
+                                    <input id="job-abort-command" name="abort_command" class=format!("{INPUT} font-mono")/>
+                                    {field_error(submit_v, "abort.command")}
+                                    <label class=format!("{LABEL} mt-3") for="job-ckpt">"Checkpoint folder"</label>
+                                    <input id="job-ckpt" name="checkpoint_dir" class=format!("{INPUT} font-mono") placeholder="ckpt"/>
+                                    {field_error(submit_v, "checkpoint_dir")}
+                                </fieldset>
+                            </div>
+                            <button type="submit" class=format!("{BUTTON} mt-4")>"Submit job"</button>
+                            <div class="mt-3">{form_error(submit_v)}</div>
+                            {move || submit_v().and_then(|r| r.ok()).map(|j| view! {
+                                <p class="mt-2 text-sm text-green-700" role="status">"Submitted "<a class="underline" href=format!("/portal/jobs/{}", j.id)>{j.name}</a>"."</p>
+                            })}
+                        </ActionForm>
+                    }.into_any()
+                }}
             </Card>
         </div>
     }
 }
 
-/// The Policy Manager: a placeholder until pools, queues and quotas land.
 #[component]
-pub fn PolicyPage() -> impl IntoView {
+fn JobRow(j: Job, abort: ServerAction<AbortJobForm>) -> impl IntoView {
+    let live = LIVE.contains(&j.state.as_str()) && j.stop_reason.as_deref() != Some("abort");
+    let place = if j.state == "queued" {
+        j.wait_reason
+            .clone()
+            .unwrap_or_else(|| "Waiting for the next scheduling cycle.".into())
+    } else if let Some(node) = &j.node_name {
+        format!(
+            "{node}{}",
+            if j.over_quota {
+                " · over quota (borrowed)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        j.detail.clone().unwrap_or_default()
+    };
+    let (job_id, job_name) = (j.id.clone(), j.name.clone());
     view! {
-        <Title text="Policy Manager"/>
-        <PageHeader title="Policy Manager" subtitle="Capacity, quotas and queues across your pools."/>
-        <Card title="Coming next">
-            <ul class="list-disc space-y-1 pl-5 text-sm text-slate-600">
-                <li>"Capacity across pools: reserved, in use, idle and over-quota"</li>
-                <li>"Per-group reservations and limits, and their use"</li>
-                <li>"Queues with running and waiting jobs, wait times, and why a job waits"</li>
-                <li>"Recent preemptions with their reasons"</li>
-            </ul>
-        </Card>
+        <tr data-job=j.name.clone()>
+            <td class=format!("{TD} font-medium")><a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name.clone()}</a></td>
+            <td class=TD>{j.queue_name.clone()}</td>
+            <td class=TD>{gpus(j.gpu_milli)}</td>
+            <td class=TD><StateBadge state=j.state.clone()/></td>
+            <td class=format!("{TD} max-w-md text-xs text-slate-600") data-testid="wait-reason">{place}</td>
+            <td class=TD>{j.resume_count}</td>
+            <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(j.submitted_at)}</td>
+            <td class=format!("{TD} text-right")>
+                {live.then(|| view! {
+                    <ActionForm action=abort>
+                        <CsrfField/>
+                        <input type="hidden" name="job_id" value=job_id.clone()/>
+                        <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Abort {job_name}")>"Abort"</button>
+                    </ActionForm>
+                })}
+            </td>
+        </tr>
+    }
+}
+
+/// One job: what it is, where it runs, and every state it went through.
+#[component]
+pub fn JobPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let abort = ServerAction::<AbortJobForm>::new();
+    let tick = live_tick(2);
+    let detail = Resource::new(
+        move || (id(), abort.version().get(), tick.get()),
+        |(id, _, _)| load_job(id),
+    );
+    let abort_v = move || abort.value().get();
+    view! {
+        <Title text="Job"/>
+        <a href="/portal" class="text-sm text-indigo-700 hover:underline">"← Portal"</a>
+        <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Err(e) => view! { <div class="mt-4"><ErrorBanner error=e/></div> }.into_any(),
+                    Ok(d) => {
+                        let j = d.job;
+                        let live = LIVE.contains(&j.state.as_str()) && j.stop_reason.as_deref() != Some("abort");
+                        view! {
+                            <div class="mb-6 mt-2 flex items-center gap-3">
+                                <h1 class="text-2xl font-semibold tracking-tight" data-testid="job-name">{j.name.clone()}</h1>
+                                <StateBadge state=j.state.clone()/>
+                            </div>
+                            {(j.state == "queued").then(|| j.wait_reason.clone().map(|w| view! {
+                                <div class="mb-4 rounded-md border border-amber-200 bg-amber-50 px-4 py-3 text-sm text-amber-900" data-testid="job-wait">{w}</div>
+                            }))}
+                            <div class="grid gap-6 lg:grid-cols-3">
+                                <Card title="Job">
+                                    <dl class="grid grid-cols-3 gap-2 text-sm">
+                                        <dt class="text-slate-500">"Queue"</dt><dd class="col-span-2">{j.queue_name.clone()}</dd>
+                                        <dt class="text-slate-500">"By"</dt><dd class="col-span-2">{j.username.clone()}</dd>
+                                        <dt class="text-slate-500">"GPUs"</dt><dd class="col-span-2">{gpus(j.gpu_milli)}</dd>
+                                        <dt class="text-slate-500">"Priority"</dt><dd class="col-span-2">{j.priority_class.clone()}{(!j.preemptible).then_some(" (not preemptible)")}</dd>
+                                        <dt class="text-slate-500">"Node"</dt><dd class="col-span-2">{j.node_name.clone().unwrap_or_else(|| "—".into())}</dd>
+                                        <dt class="text-slate-500">"Resumed"</dt><dd class="col-span-2">{j.resume_count}" times"</dd>
+                                        <dt class="text-slate-500">"Command"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.command.clone()}</dd>
+                                        <dt class="text-slate-500">"Abort callback"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.abort_command.clone().map(|c| format!("{}: {c}", j.abort_kind.clone().unwrap_or_default())).unwrap_or_else(|| "none".into())}</dd>
+                                        <dt class="text-slate-500">"Exit code"</dt><dd class="col-span-2">{j.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "—".into())}</dd>
+                                    </dl>
+                                    {live.then(|| view! {
+                                        <ActionForm action=abort>
+                                            <CsrfField/>
+                                            <input type="hidden" name="job_id" value=j.id.clone()/>
+                                            <button type="submit" class=format!("{BUTTON} mt-4 bg-red-600 hover:bg-red-700")>"Abort job"</button>
+                                        </ActionForm>
+                                    })}
+                                    <div class="mt-3">{form_error(abort_v)}</div>
+                                </Card>
+                                <div class="lg:col-span-2">
+                                    <Card title="History">
+                                        <table class=TABLE data-testid="events-table">
+                                            <thead><tr><th class=TH>"When"</th><th class=TH>"From"</th><th class=TH>"To"</th><th class=TH>"What happened"</th></tr></thead>
+                                            <tbody class="divide-y divide-slate-100">
+                                                {d.events.into_iter().map(|e| view! {
+                                                    <tr>
+                                                        <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(e.at)}</td>
+                                                        <td class=TD>{e.from_state.unwrap_or_default()}</td>
+                                                        <td class=TD>{e.to_state}</td>
+                                                        <td class=format!("{TD} text-slate-600")>{e.detail}</td>
+                                                    </tr>
+                                                }).collect_view()}
+                                            </tbody>
+                                        </table>
+                                    </Card>
+                                </div>
+                            </div>
+                        }.into_any()
+                    }
+                }
+            })}
+        </Transition>
     }
 }

@@ -5,6 +5,7 @@ use app::error::AppError;
 use app::model::*;
 
 use crate::identity::directory::{self as dir, ListParams};
+use crate::scheduler::{jobs, resources as res};
 use crate::state::AppState;
 
 pub struct WebBackend {
@@ -95,5 +96,83 @@ impl Backend for WebBackend {
         input: CreateTenant,
     ) -> Result<Tenant, AppError> {
         Ok(crate::tenancy::create_tenant(&self.state.store, p, meta, input).await?)
+    }
+    async fn policy_overview(&self, p: &Principal) -> Result<PolicyOverview, AppError> {
+        Ok(crate::scheduler::overview::overview(&self.state.store, p).await?)
+    }
+    async fn policy_config(&self, p: &Principal) -> Result<PolicyConfig, AppError> {
+        crate::identity::require(p, app::access::Action::ViewPolicy)?;
+        let store = &self.state.store;
+        Ok(PolicyConfig {
+            pools: res::list_pools(store, p).await?,
+            profiles: res::list_profiles(store, p).await?,
+            policies: res::list_policies(store, p).await?,
+            queues: res::list_queues(store, p).await?,
+            groups: dir::list_groups(store, p, &ListParams::all()).await?.items,
+        })
+    }
+    async fn portal_overview(&self, p: &Principal) -> Result<PortalOverview, AppError> {
+        Ok(crate::scheduler::overview::portal(&self.state.store, p).await?)
+    }
+    async fn job_detail(&self, p: &Principal, job_id: &str) -> Result<JobDetail, AppError> {
+        Ok(jobs::job_detail(&self.state.store, p, job_id).await?)
+    }
+    async fn submit_job(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SubmitJob,
+    ) -> Result<Job, AppError> {
+        let job = jobs::submit(&self.state.store, p, meta, input).await?;
+        self.state.scheduler.poke();
+        Ok(job)
+    }
+    async fn abort_job(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        job_id: &str,
+    ) -> Result<Job, AppError> {
+        let job = jobs::abort(&self.state.store, p, meta, job_id).await?;
+        self.state.scheduler.poke();
+        Ok(job)
+    }
+    async fn create_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreatePool,
+    ) -> Result<Pool, AppError> {
+        let out = res::create_pool(&self.state.store, p, meta, input).await?;
+        self.state.scheduler.poke();
+        Ok(out)
+    }
+    async fn create_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateProfile,
+    ) -> Result<Profile, AppError> {
+        Ok(res::create_profile(&self.state.store, p, meta, input).await?)
+    }
+    async fn set_policy(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SetPolicy,
+    ) -> Result<Policy, AppError> {
+        let out = res::set_policy(&self.state.store, p, meta, input).await?;
+        self.state.scheduler.poke();
+        Ok(out)
+    }
+    async fn create_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateQueue,
+    ) -> Result<Queue, AppError> {
+        let out = res::create_queue(&self.state.store, p, meta, input).await?;
+        self.state.scheduler.poke();
+        Ok(out)
     }
 }

@@ -1,0 +1,113 @@
+// Jobs and resource policies in a real browser, on the demo data: research borrows idle GPUs,
+// a builder submits and aborts a job and reads why it waits, inference takes its reservation
+// back (a live preemption) and the Policy Manager shows capacity, quotas and the preemption.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+test('a builder submits a job, reads why it waits, aborts it, and follows a job history', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'bob');
+  await page.waitForSelector('[data-testid=jobs-table]');
+  // The demo's research jobs run; some of them borrow beyond the reservation.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=jobs-table] [data-state=running]').length >= 8,
+    null, { timeout: 20000 });
+  assert.match(await page.textContent('[data-testid=quota-table]'), /ml-research/);
+  await hydrated(page);
+
+  // A bad request is refused at the field.
+  await page.selectOption('#job-queue', { index: 0 });
+  await page.fill('#job-command', 'python train.py');
+  await page.click('button:has-text("Submit job")');
+  await page.waitForSelector('[data-field-error=name]');
+
+  // A valid one is queued, and while it waits the portal says why in plain words.
+  const name = unique('e2e-job');
+  await page.fill('#job-name', name);
+  await page.fill('#job-gpus', '4000');
+  await page.click('button:has-text("Submit job")');
+  await page.waitForSelector(`[data-job="${name}"]`);
+  const row = page.locator(`[data-job="${name}"]`);
+  await page.waitForFunction((n) => {
+    const r = document.querySelector(`[data-job="${n}"] [data-testid=wait-reason]`);
+    return r && /GPUs/.test(r.textContent);
+  }, name, { timeout: 15000 });
+  const why = await row.locator('[data-testid=wait-reason]').textContent();
+  assert.match(why, /idle GPUs|reserved GPUs|limit/, why);
+  await shot(page, 'portal-jobs');
+
+  // Abort it: it ends at once, without a page reload.
+  await page.evaluate(() => { window.__noReload = true; });
+  await row.locator('button:has-text("Abort")').click();
+  await page.waitForSelector(`[data-job="${name}"] [data-state=aborted]`);
+  assert.equal(await page.evaluate(() => window.__noReload), true);
+
+  // Its page shows the history.
+  await page.click(`a:has-text("${name}")`);
+  await page.waitForSelector('[data-testid=events-table]');
+  const history = await page.textContent('[data-testid=events-table]');
+  assert.match(history, /submitted/);
+  assert.match(history, /aborted by bob/);
+  await shot(page, 'job');
+  await context.close();
+});
+
+test('inference reclaims its reservation: the Policy Manager shows borrowing, the preemption and its reason', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'alice');
+  await page.goto(`${BASE}/policy`);
+  // Works before hydration: the tables are in the server's HTML.
+  await page.waitForSelector('[data-testid=capacity-table]');
+  const capacity = await page.textContent('[data-testid=capacity-table]');
+  assert.match(capacity, /h100-shared/);
+  assert.match(capacity, /acme-a100/);
+  assert.match(await page.textContent('[data-testid=queues-table]'), /train/);
+  await hydrated(page);
+  // The chart is drawn by charming/ECharts after hydration.
+  await page.waitForSelector('#capacity-chart canvas', { timeout: 15000 });
+
+  // The demo's delayed reclaim happens about 30 s after start; the page updates by itself.
+  await page.waitForSelector('[data-testid=preemptions-table]', { timeout: 90000 });
+  const pre = await page.textContent('[data-testid=preemptions-table]');
+  assert.match(pre, /ml-research/);
+  assert.match(pre, /inference/);
+  assert.match(pre, /borrowing idle GPUs/);
+  const groups = await page.textContent('[data-testid=groups-table]');
+  assert.match(groups, /inference/);
+  await shot(page, 'policy-manager');
+
+  // Editing: a limit below the reservation is refused at the field.
+  await page.selectOption('#policy-group', { label: 'data-eng' });
+  await page.fill('#policy-reservation', '4000');
+  await page.fill('#policy-limit', '1000');
+  await page.click('button:has-text("Save policy")');
+  await page.waitForSelector('[data-field-error=limit_milli]');
+  await page.fill('#policy-limit', '6000');
+  await page.click('button:has-text("Save policy")');
+  await page.waitForSelector('[role=status] >> text=reservation 4 GPUs');
+  await context.close();
+});
+
+test('the preempted job was checkpointed, requeued and says why it waits', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'bob');
+  await page.waitForSelector('[data-testid=jobs-table]');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=jobs-table] tr')]
+    .some(r => /resnet/.test(r.textContent) && r.children[5]?.textContent.trim() === '1'), null, { timeout: 30000 });
+  const resumed = page.locator('[data-testid=jobs-table] tr', { hasText: 'resnet' }).filter({ has: page.locator('td:nth-child(6):text-is("1")') }).first();
+  await resumed.locator('a').click();
+  await page.waitForSelector('[data-testid=events-table]');
+  const history = await page.textContent('[data-testid=events-table]');
+  assert.match(history, /preempting/);
+  assert.match(history, /checkpointed/);
+  assert.match(history, /requeued to resume from its checkpoint/);
+  await shot(page, 'job-preempted');
+  await context.close();
+});

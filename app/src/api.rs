@@ -2,6 +2,9 @@
 //! server's auth middleware put the [`Principal`] into the request extensions) and calls the
 //! [`crate::backend::Backend`]. State-changing ones check the session's CSRF token.
 
+// Server functions take a form's fields as arguments, one per input.
+#![allow(clippy::too_many_arguments)]
+
 use leptos::prelude::*;
 
 use crate::error::AppError;
@@ -327,7 +330,6 @@ pub async fn load_job(job_id: String) -> Result<JobDetail, AppError> {
 }
 
 /// The portal's submit form. Times are in seconds here; the API takes milliseconds.
-#[allow(clippy::too_many_arguments)]
 #[server(prefix = "/_sf", endpoint = "jobs/submit")]
 pub async fn submit_job_form(
     csrf: String,
@@ -390,7 +392,6 @@ pub async fn abort_job_form(csrf: String, job_id: String) -> Result<Job, AppErro
 }
 
 /// A pool of identical nodes (the API takes any list of nodes).
-#[allow(clippy::too_many_arguments)]
 #[server(prefix = "/_sf", endpoint = "pools/create")]
 pub async fn create_pool_form(
     csrf: String,

@@ -1010,8 +1010,7 @@ impl Driver {
         ids.sort_unstable();
         ids.dedup();
         // Current state of each job, updated as the events apply in order.
-        let mut jobs: HashMap<String, (String, String, String, Option<String>, i64, Option<i64>)> =
-            HashMap::new();
+        let mut jobs: HashMap<String, EventJob> = HashMap::new();
         for chunk in ids.chunks(500) {
             let sql = format!(
                 "SELECT id, tenant_id, name, state, stop_reason, resume_count, started_at FROM jobs WHERE id IN ({})",
@@ -1216,6 +1215,9 @@ impl Driver {
         Ok(())
     }
 }
+
+/// (tenant, name, state, stop reason, resume count, started at) of a job an event is about.
+type EventJob = (String, String, String, Option<String>, i64, Option<i64>);
 
 fn event_job(e: &ExecEvent) -> &str {
     match e {

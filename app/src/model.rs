@@ -683,3 +683,13 @@ pub struct SubmitJob {
     #[serde(default)]
     pub duration_ms: Option<i64>,
 }
+
+/// Milli-GPUs as GPUs for people: `2`, `0.5`, `1.25`.
+pub fn format_gpus(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        let s = format!("{:.3}", milli as f64 / 1000.0);
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}

@@ -13,15 +13,7 @@ use crate::model::{PolicyConfig, PolicyOverview};
 use crate::time::format_ms;
 use crate::ui::*;
 
-/// Milli-GPUs as GPUs: `2`, `0.5`, `1.25`.
-pub fn gpus(milli: i64) -> String {
-    if milli % 1000 == 0 {
-        format!("{}", milli / 1000)
-    } else {
-        let s = format!("{:.3}", milli as f64 / 1000.0);
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
+pub use crate::model::format_gpus as gpus;
 
 pub fn duration(ms: i64) -> String {
     let s = ms / 1000;

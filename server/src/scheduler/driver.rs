@@ -31,7 +31,7 @@ use sqlx::Row;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
-use app::model::{PoolNode, RequestMeta};
+use app::model::{format_gpus as gpus, PoolNode, RequestMeta};
 
 use super::core::{self, Decisions, WaitReason};
 use super::executor::local::LocalExecutor;
@@ -182,15 +182,6 @@ struct EventRow {
     from: Option<String>,
     to: String,
     detail: String,
-}
-
-pub(crate) fn gpus(milli: i64) -> String {
-    if milli % 1000 == 0 {
-        format!("{}", milli / 1000)
-    } else {
-        let s = format!("{:.3}", milli as f64 / 1000.0);
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
 }
 
 fn plural(n: i64, one: &str, many: &str) -> String {

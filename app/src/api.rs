@@ -15,7 +15,8 @@ use crate::model::{
 };
 use crate::model::{
     AuditEntry, AuditFilter, Group, GroupDetail, Job, JobDetail, Page, Policy, PolicyConfig,
-    PolicyOverview, Pool, PortalOverview, Profile, Queue, SessionInfo, Tenant, TenantSummary, User,
+    PolicyOverview, Pool, PortalOverview, Profile, Queue, SessionInfo, SignInOptions, Tenant,
+    TenantSummary, User,
 };
 
 #[cfg(feature = "ssr")]
@@ -56,6 +57,11 @@ mod ctx {
             principal,
             meta,
         })
+    }
+
+    /// No caller needed (public data such as a tenant's sign-in options).
+    pub fn backend() -> Result<SharedBackend, AppError> {
+        use_context::<SharedBackend>().ok_or(AppError::Internal)
     }
 
     /// A write: also requires the session's CSRF token (tokens in headers are not ambient
@@ -99,6 +105,18 @@ mod ctx {
     fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
+}
+
+/// What a tenant's sign-in page offers (public).
+#[server(prefix = "/_sf", endpoint = "sign-in-options")]
+pub async fn load_sign_in_options(tenant: String) -> Result<SignInOptions, AppError> {
+    ctx::answer(
+        async move {
+            let backend = ctx::backend()?;
+            backend.sign_in_options(&tenant).await
+        }
+        .await,
+    )
 }
 
 /// The signed-in user and the CSRF token for forms; `None` when not signed in.

@@ -90,6 +90,8 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: CreateQueue,
     ) -> Result<Queue, AppError>;
+    /// Public: what a tenant's sign-in page offers.
+    async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError>;
 }
 
 /// How the backend is stored in the Leptos context.

@@ -68,6 +68,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=|| view! { <NotFound/> }>
                 <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
+                <Route path=path!("/t/:tenant/login") view=TenantLoginPage ssr=SsrMode::Async/>
                 <ParentRoute path=path!("") view=Shell ssr=SsrMode::Async>
                     <Route path=path!("/portal") view=PortalPage ssr=SsrMode::Async/>
                     <Route path=path!("/portal/jobs/:id") view=JobPage ssr=SsrMode::Async/>

@@ -684,6 +684,23 @@ pub struct SubmitJob {
     pub duration_ms: Option<i64>,
 }
 
+/// Many jobs at once (a job array): all of them are stored, or none (then every field error
+/// names its job, e.g. `jobs[3].gpu_milli`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SubmitJobs {
+    /// 1 to 1000 jobs, to one queue or several.
+    pub jobs: Vec<SubmitJob>,
+}
+
+/// The jobs of a batch, in the order they were sent.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SubmittedJobs {
+    pub jobs: Vec<Job>,
+}
+
 /// Milli-GPUs as GPUs for people: `2`, `0.5`, `1.25`.
 pub fn format_gpus(milli: i64) -> String {
     if milli % 1000 == 0 {
@@ -692,4 +709,131 @@ pub fn format_gpus(milli: i64) -> String {
         let s = format!("{:.3}", milli as f64 / 1000.0);
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
+}
+
+// ---- single sign-on -----------------------------------------------------------------------
+
+/// How an OpenID Connect provider is reached and which claims say who the user is.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OidcSettings {
+    /// The issuer URL; `/.well-known/openid-configuration` is read from it.
+    pub issuer: String,
+    pub client_id: String,
+    /// Requested scopes besides `openid` (default `profile email groups`).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The claim that identifies the user at the IdP (default `sub`).
+    #[serde(default)]
+    pub subject_claim: Option<String>,
+    /// The claim used as the Switchyard username (default `preferred_username`, else the
+    /// part of `email` before `@`).
+    #[serde(default)]
+    pub username_claim: Option<String>,
+    /// Default `email`.
+    #[serde(default)]
+    pub email_claim: Option<String>,
+    /// Default `name`.
+    #[serde(default)]
+    pub name_claim: Option<String>,
+    /// A list of group names or DNs (default `groups`).
+    #[serde(default)]
+    pub groups_claim: Option<String>,
+}
+
+/// Which IdP groups become which Switchyard groups, and who may sign in at all.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GroupSync {
+    /// IdP group → Switchyard group name. IdP groups not listed here map to the Switchyard
+    /// group of the same name when `by_name` is on.
+    #[serde(default)]
+    pub map: std::collections::BTreeMap<String, String>,
+    #[serde(default = "yes")]
+    pub by_name: bool,
+    /// When not empty, sign-in is refused unless the IdP says the user is in one of these
+    /// IdP groups.
+    #[serde(default)]
+    pub required_groups: Vec<String>,
+}
+
+/// A tenant's identity provider. Secrets are write-only: `has_client_secret` says whether one
+/// is stored.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct IdentityProvider {
+    pub id: String,
+    /// In URLs: `/auth/sso/{tenant}/{name}`.
+    pub name: String,
+    /// On the sign-in button.
+    pub display_name: String,
+    /// `oidc`.
+    pub kind: String,
+    pub enabled: bool,
+    pub oidc: Option<OidcSettings>,
+    pub sync: GroupSync,
+    pub has_client_secret: bool,
+    /// Where the IdP must send users back (register it at the IdP).
+    pub redirect_uri: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Create or replace an identity provider. On update an absent `client_secret` keeps the
+/// stored one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SaveIdentityProvider {
+    pub name: String,
+    pub display_name: String,
+    pub kind: String,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub oidc: Option<OidcSettings>,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    #[serde(default)]
+    pub sync: GroupSync,
+}
+
+/// One step of "test connection".
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ConnectionCheck {
+    pub step: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// What the sign-in page of a tenant offers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SignInOptions {
+    pub tenant_slug: String,
+    pub tenant_name: String,
+    pub password_login: bool,
+    pub providers: Vec<SignInProvider>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SignInProvider {
+    pub name: String,
+    pub display_name: String,
+    pub kind: String,
+    /// Where the button goes.
+    pub start_url: String,
+}
+
+/// Tenant-wide sign-in settings.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SignInSettings {
+    /// Off: only SSO (and platform admins' local accounts, for break-glass) may sign in.
+    pub password_login: bool,
 }

@@ -1,11 +1,12 @@
 //! End to end: jobs submitted through the REST API (the real router, API-token auth, full
-//! validation, one transaction + audit entry per submit) until the scheduler's driver has
+//! validation, one transaction with an audit entry per job) until the scheduler's driver has
 //! admitted them and the simulated executor reports them running. Prints sustained jobs/s on
 //! SQLite and on PostgreSQL.
 //!
 //! `cargo bench -p switchyard --bench jobs_e2e` (PostgreSQL at SWITCHYARD_TEST_POSTGRES or
 //! 127.0.0.1:5432; set JOBS_E2E_N to change the job count, default 5000; JOBS_E2E_CLIENTS for
-//! concurrent clients, default 16).
+//! concurrent clients, default 16). Two modes per store: one job per `POST /jobs` from 16
+//! clients, and `POST /jobs/batch` with JOBS_E2E_BATCH jobs (default 100) from 4 clients.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ async fn call(
     )
 }
 
-async fn run(label: &str, url: &str, n: usize, clients: usize) {
+async fn run(label: &str, url: &str, n: usize, clients: usize, batch: usize) {
     let store = Store::connect(url).await.unwrap();
     let actor = Actor::system("bench");
     let meta = RequestMeta::default();
@@ -144,9 +145,20 @@ async fn run(label: &str, url: &str, n: usize, clients: usize) {
         let token = token.clone();
         let queue_id = queue_id.clone();
         tasks.push(tokio::spawn(async move {
-            for i in 0..per {
-                let (s, b) = call(&router, Method::POST, "/api/v1/jobs", &token, Some(json!({"queue_id": queue_id, "name": format!("j{c}-{i}"), "command": "x", "duration_ms": 3_600_000}))).await;
-                assert_eq!(s, StatusCode::CREATED, "{b}");
+            let job = |i: usize| json!({"queue_id": queue_id, "name": format!("j{c}-{i}"), "command": "x", "duration_ms": 3_600_000});
+            if batch <= 1 {
+                for i in 0..per {
+                    let (s, b) = call(&router, Method::POST, "/api/v1/jobs", &token, Some(job(i))).await;
+                    assert_eq!(s, StatusCode::CREATED, "{b}");
+                }
+            } else {
+                let mut i = 0;
+                while i < per {
+                    let jobs: Vec<Value> = (i..(i + batch).min(per)).map(job).collect();
+                    i += jobs.len();
+                    let (s, b) = call(&router, Method::POST, "/api/v1/jobs/batch", &token, Some(json!({"jobs": jobs}))).await;
+                    assert_eq!(s, StatusCode::CREATED, "{b}");
+                }
             }
         }));
     }
@@ -171,7 +183,8 @@ async fn run(label: &str, url: &str, n: usize, clients: usize) {
     let all = start.elapsed();
     let stats = &state.scheduler.stats;
     println!(
-        "{label:<10} {total} jobs, {clients} clients: submitted in {:.2} s ({:.0} submits/s); all running after {:.2} s = {:.0} jobs/s end to end; {} cycles, last cycle {:.1} ms",
+        "{label:<10} {total} jobs, {clients} clients, {}: submitted in {:.2} s ({:.0} submits/s); all running after {:.2} s = {:.0} jobs/s end to end; {} cycles, last cycle {:.1} ms",
+        if batch <= 1 { "one job per request".to_string() } else { format!("{batch} jobs per request") },
         submitted.as_secs_f64(),
         total as f64 / submitted.as_secs_f64(),
         all.as_secs_f64(),
@@ -197,30 +210,37 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let batch: usize = std::env::var("JOBS_E2E_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     rt.block_on(async {
         sqlx::any::install_default_drivers();
-        let dir = tempfile::tempdir().unwrap();
-        let sqlite = format!("sqlite://{}/bench.db", dir.path().display());
-        run("sqlite", &sqlite, n, clients).await;
         let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let schema = format!("sy_bench_{}", std::process::id());
         let admin = sqlx::AnyPool::connect(&base).await.unwrap();
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        run(
-            "postgres",
-            &format!("{base}{sep}options=-c%20search_path%3D{schema}"),
-            n,
-            clients,
-        )
-        .await;
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        for (mode, b, c) in [("single", 1, clients), ("batch", batch, 4)] {
+            let dir = tempfile::tempdir().unwrap();
+            let sqlite = format!("sqlite://{}/bench.db", dir.path().display());
+            run("sqlite", &sqlite, n, c, b).await;
+            let schema = format!("sy_bench_{}_{mode}", std::process::id());
+            sqlx::query(&format!("CREATE SCHEMA {schema}"))
+                .execute(&admin)
+                .await
+                .unwrap();
+            let sep = if base.contains('?') { '&' } else { '?' };
+            run(
+                "postgres",
+                &format!("{base}{sep}options=-c%20search_path%3D{schema}"),
+                n,
+                c,
+                b,
+            )
+            .await;
+            sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
     });
 }

@@ -203,6 +203,15 @@ impl Config {
         Ok(c)
     }
 
+    /// The URL users reach Switchyard at (for redirect URIs registered at IdPs): `public_url`,
+    /// else the listen address over http.
+    pub fn base_url(&self) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.listen),
+        }
+    }
+
     /// Session cookies get `Secure` when users reach Switchyard over HTTPS.
     pub fn secure_cookies(&self) -> bool {
         self.public_url

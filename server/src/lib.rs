@@ -49,5 +49,6 @@ pub fn state(store: Store, config: Config) -> AppState {
         metrics: Arc::new(metrics::Metrics::default()),
         leptos,
         scheduler: Default::default(),
+        oidc: Default::default(),
     }
 }

@@ -19,4 +19,6 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub leptos: LeptosOptions,
     pub scheduler: SchedulerHandle,
+    /// OIDC discovery documents and signing keys, per provider.
+    pub oidc: Arc<crate::identity::oidc::DiscoveryCache>,
 }

@@ -12,7 +12,7 @@ mod shell;
 
 pub use audit::AuditPage;
 pub use group::GroupPage;
-pub use login::LoginPage;
+pub use login::{LoginPage, TenantLoginPage};
 pub use platform::PlatformPage;
 pub use policy::PolicyPage;
 pub use portal::{JobPage, PortalPage};

@@ -115,23 +115,25 @@ pub async fn record(
     append(tx, now, r).await
 }
 
+/// Creates the tenant's chain head if needed, takes its row lock (PostgreSQL; on SQLite the
+/// store's write lock already serialises writers) and reads it: one statement, as the head
+/// is held until commit.
+async fn lock_head(tx: &mut WriteTx, tenant_id: &str) -> Result<sqlx::any::AnyRow, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2)
+         ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING seq, hash",
+    )
+    .bind(tenant_id)
+    .bind(GENESIS)
+    .fetch_one(&mut *tx.tx)
+    .await
+}
+
 /// Appends an entry inside the caller's transaction.
 pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sqlx::Error> {
     // Take the chain head's row lock first (PostgreSQL); on SQLite the store's write lock
     // already serialises writers.
-    sqlx::query("INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant_id) DO NOTHING")
-        .bind(r.tenant_id)
-        .bind(GENESIS)
-        .execute(&mut *tx.tx)
-        .await?;
-    sqlx::query("UPDATE audit_heads SET seq = seq WHERE tenant_id = $1")
-        .bind(r.tenant_id)
-        .execute(&mut *tx.tx)
-        .await?;
-    let head = sqlx::query("SELECT seq, hash FROM audit_heads WHERE tenant_id = $1")
-        .bind(r.tenant_id)
-        .fetch_one(&mut *tx.tx)
-        .await?;
+    let head = lock_head(tx, r.tenant_id).await?;
     let prev_seq: i64 = head.try_get("seq")?;
     let prev_hash: String = head.try_get("hash")?;
     let seq = prev_seq + 1;
@@ -206,19 +208,7 @@ pub async fn append_many(
     tenants.dedup();
     let mut heads = std::collections::HashMap::new();
     for t in &tenants {
-        sqlx::query("INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) ON CONFLICT (tenant_id) DO NOTHING")
-            .bind(*t)
-            .bind(GENESIS)
-            .execute(&mut *tx.tx)
-            .await?;
-        sqlx::query("UPDATE audit_heads SET seq = seq WHERE tenant_id = $1")
-            .bind(*t)
-            .execute(&mut *tx.tx)
-            .await?;
-        let head = sqlx::query("SELECT seq, hash FROM audit_heads WHERE tenant_id = $1")
-            .bind(*t)
-            .fetch_one(&mut *tx.tx)
-            .await?;
+        let head = lock_head(tx, t).await?;
         heads.insert(
             t.to_string(),
             (

@@ -1,10 +1,13 @@
-//! Identity: local accounts, sessions, API tokens, groups, memberships, projects, and the
-//! access check every handler calls.
+//! Identity: local accounts, single sign-on (OIDC), sessions, API tokens, groups, memberships,
+//! projects, and the access check every handler calls.
 
 pub mod api;
 pub mod directory;
+pub mod idp_api;
+pub mod oidc;
 pub mod password;
 pub mod secret;
+pub mod sso;
 pub mod throttle;
 pub mod tokens;
 

@@ -12,7 +12,7 @@ use super::{password, require, secret};
 use crate::api::error::{ApiResult, AppError, Validator};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
-use crate::store::{new_id, Store};
+use crate::store::{new_id, Store, WriteTx};
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -125,7 +125,7 @@ pub async fn check_password(
     password_text: &str,
 ) -> Result<PasswordCheck, sqlx::Error> {
     let row = sqlx::query(&format!(
-        "SELECT {ME_COLUMNS}, u.password_hash FROM {ME_FROM} WHERE t.slug = $1 AND u.username = $2 AND u.disabled = 0"
+        "SELECT {ME_COLUMNS}, u.password_hash, t.password_login FROM {ME_FROM} WHERE t.slug = $1 AND u.username = $2 AND u.disabled = 0"
     ))
     .bind(tenant_slug.trim().to_lowercase())
     .bind(username.trim().to_lowercase())
@@ -141,7 +141,11 @@ pub async fn check_password(
         return Ok(PasswordCheck::Invalid { tenant_id });
     };
     let me = me_from_row(&row)?;
-    let hash: Option<String> = row.try_get("password_hash")?;
+    let mut hash: Option<String> = row.try_get("password_hash")?;
+    // A tenant that turned password sign-in off still lets platform admins in (break-glass).
+    if row.try_get::<i64, _>("password_login")? == 0 && !me.is_platform_admin {
+        hash = None;
+    }
     let ok = verify_off_runtime(password_text, hash).await;
     Ok(if ok {
         PasswordCheck::Ok(me)
@@ -180,17 +184,16 @@ pub async fn audit_failed_login(
     Ok(())
 }
 
-/// A new browser session: returns (cookie value, csrf token).
-pub async fn create_session(
-    store: &Store,
+/// Stores a new session inside the caller's transaction: returns (cookie value, csrf token).
+/// Expired sessions of anyone are swept here rather than by a timer.
+pub async fn insert_session(
+    tx: &mut WriteTx,
     me: &Me,
-    meta: &RequestMeta,
+    now: i64,
     ttl_ms: i64,
-) -> ApiResult<(String, String)> {
-    let now = now_ms();
+) -> Result<(String, String), sqlx::Error> {
     let session = secret::random();
     let csrf = secret::random();
-    let mut tx = store.begin_write().await?;
     sqlx::query("INSERT INTO sessions (id_hash, tenant_id, user_id, csrf_token, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)")
         .bind(secret::digest(&session))
         .bind(&me.tenant_id)
@@ -200,11 +203,23 @@ pub async fn create_session(
         .bind(now + ttl_ms)
         .execute(&mut *tx.tx)
         .await?;
-    // Expired sessions of anyone are swept here rather than by a timer.
     sqlx::query("DELETE FROM sessions WHERE expires_at < $1")
         .bind(now)
         .execute(&mut *tx.tx)
         .await?;
+    Ok((session, csrf))
+}
+
+/// A new browser session: returns (cookie value, csrf token).
+pub async fn create_session(
+    store: &Store,
+    me: &Me,
+    meta: &RequestMeta,
+    ttl_ms: i64,
+) -> ApiResult<(String, String)> {
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    let (session, csrf) = insert_session(&mut tx, me, now, ttl_ms).await?;
     audit::append(
         &mut tx,
         now,

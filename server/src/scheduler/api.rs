@@ -27,6 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_queues, create_queue))
         .routes(routes!(get_queue))
         .routes(routes!(list_jobs, submit_job))
+        .routes(routes!(submit_jobs))
         .routes(routes!(get_job))
         .routes(routes!(abort_job))
         .routes(routes!(overview))
@@ -186,6 +187,20 @@ async fn submit_job(
     let job = jobs::submit(&s.store, &p, &meta, input).await?;
     s.scheduler.poke();
     Ok((StatusCode::CREATED, Json(job)))
+}
+
+/// Submit up to 1000 jobs in one request (a job array), to one queue or several: all are
+/// stored in one transaction, or none, and every field error names its job
+/// (`jobs[3].gpu_milli`).
+#[utoipa::path(post, path = "/jobs/batch", tag = "jobs", request_body = SubmitJobs, responses((status = 201, body = SubmittedJobs), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
+async fn submit_jobs(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<SubmitJobs>,
+) -> ApiResult<(StatusCode, Json<SubmittedJobs>)> {
+    let jobs = jobs::submit_batch(&s.store, &p, &meta, input).await?;
+    s.scheduler.poke();
+    Ok((StatusCode::CREATED, Json(SubmittedJobs { jobs })))
 }
 
 /// One job with its full state history.

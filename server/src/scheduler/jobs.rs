@@ -14,8 +14,8 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::resources::{get_pool, get_profile, get_queue, valid_amount};
-use crate::api::error::{ApiError, ApiResult, AppError, Validator};
+use super::resources::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
+use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
@@ -115,15 +115,16 @@ fn env_key_ok(k: &str) -> bool {
         && !k.starts_with("SWITCHYARD_")
 }
 
-/// Validates and stores a new job (state `queued`) with its event and audit entry.
-pub async fn submit(
-    store: &Store,
-    p: &Principal,
-    meta: &RequestMeta,
-    input: SubmitJob,
-) -> ApiResult<Job> {
-    require(p, Action::SubmitJobs)?;
-    let queue = match get_queue(store, p, &input.queue_id).await {
+/// What a queue gives every job submitted to it, looked up once per request (a batch of 1,000
+/// jobs to one queue reads the queue, its profile and its pools' shapes once).
+struct QueueCtx {
+    queue: Queue,
+    profile: Profile,
+    fits: Vec<PoolFit>,
+}
+
+async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<QueueCtx> {
+    let queue = match get_queue(store, p, queue_id).await {
         Err(ApiError(AppError::NotFound)) => {
             return Err(AppError::field("queue_id", "no such queue in your organization").into())
         }
@@ -141,6 +142,17 @@ pub async fn submit(
         .into());
     }
     let profile = get_profile(store, p, &queue.profile_id).await?;
+    let fits = pool_fits(store, p, &queue.pools).await?;
+    Ok(QueueCtx {
+        queue,
+        profile,
+        fits,
+    })
+}
+
+/// Validates one submission against its queue; no I/O. The job it returns is what gets stored.
+fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<Job, AppError> {
+    let (queue, profile) = (&ctx.queue, &ctx.profile);
     let gpu_milli = if profile.gpu_milli > 0 {
         input.gpu_milli.unwrap_or(profile.gpu_milli)
     } else {
@@ -262,84 +274,177 @@ pub async fn submit(
     );
     v.finish()?;
     // Gangs across nodes are not scheduled: the job must fit on one node of one of its pools.
-    let mut fits = false;
-    for pool_id in &queue.pools {
-        if let Ok(pool) = get_pool(store, p, pool_id).await {
-            fits |= pool.nodes.iter().any(|n| {
-                let whole = n.gpus as i64 * 1000;
-                if gpu_milli < 1000 {
-                    n.gpus > 0
-                        && (profile.gpu_memory_mb == 0
-                            || profile.gpu_memory_mb <= n.gpu_memory_mb as i64)
-                } else {
-                    gpu_milli <= whole
-                }
-            });
-        }
-    }
-    if !fits {
+    if !ctx
+        .fits
+        .iter()
+        .any(|f| f.fits(gpu_milli, profile.gpu_memory_mb))
+    {
         return Err(AppError::field(
             "gpu_milli",
             "no node of the queue's pools is large enough; multi-node jobs are not supported",
-        )
-        .into());
+        ));
     }
     let class = class.unwrap_or_else(|| PriorityClass {
         name: class_name.clone(),
         priority: 50,
         preemptible: true,
     });
-    let now = now_ms();
-    let id = new_id();
-    let (abort_kind, abort_command, abort_timeout) = match &input.abort {
+    let (abort_kind, abort_command, abort_timeout_ms) = match input.abort {
         Some(a) => (
-            Some(a.kind.clone()),
-            Some(a.command.clone()),
+            Some(a.kind),
+            Some(a.command),
             a.timeout_ms.unwrap_or(30_000),
         ),
         None => (None, None, 0),
     };
-    let duration = input.duration_ms.or(Some(60_000));
+    Ok(Job {
+        id: new_id(),
+        queue_id: queue.id.clone(),
+        queue_name: queue.name.clone(),
+        group_id: queue.group_id.clone(),
+        user_id: p.user_id().to_string(),
+        username: p.me.username.clone(),
+        name,
+        command: input.command,
+        image: input.image,
+        env: input.env,
+        gpu_milli,
+        priority_class: class.name,
+        preemptible: class.preemptible,
+        state: "queued".into(),
+        wait_reason: None,
+        wait_code: None,
+        pool_id: None,
+        node_name: None,
+        slices: Vec::new(),
+        over_quota: false,
+        stop_reason: None,
+        resume_count: 0,
+        exit_code: None,
+        detail: None,
+        abort_kind,
+        abort_command,
+        abort_timeout_ms,
+        checkpoint_dir: input.checkpoint_dir,
+        max_runtime_ms: input.max_runtime_ms,
+        duration_ms: input.duration_ms.or(Some(60_000)),
+        submitted_at: now,
+        queued_at: now,
+        started_at: None,
+        finished_at: None,
+    })
+}
+
+const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
+    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at";
+const JOB_INSERT_ARITY: usize = 25;
+/// Rows per multi-row insert (25 parameters each, well under both stores' limits).
+const INSERT_CHUNK: usize = 200;
+
+fn placeholders(rows: usize, arity: usize) -> String {
+    let mut out = String::with_capacity(rows * arity * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..arity {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("${}", r * arity + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Stores prepared jobs (state `queued`) and their first event, in multi-row inserts.
+async fn insert_jobs(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    items: &[(Job, i64, i64)],
+) -> Result<(), sqlx::Error> {
+    for chunk in items.chunks(INSERT_CHUNK) {
+        let sql = format!(
+            "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
+            placeholders(chunk.len(), JOB_INSERT_ARITY)
+        );
+        let mut q = sqlx::query(&sql);
+        for (j, gpu_memory_mb, priority) in chunk {
+            q = q
+                .bind(&j.id)
+                .bind(tenant_id)
+                .bind(&j.queue_id)
+                .bind(&j.group_id)
+                .bind(&j.user_id)
+                .bind(&j.username)
+                .bind(&j.name)
+                .bind(&j.command)
+                .bind(j.image.clone())
+                .bind(serde_json::to_string(&j.env).unwrap_or_else(|_| "{}".into()))
+                .bind(j.gpu_milli)
+                .bind(*gpu_memory_mb)
+                .bind(&j.priority_class)
+                .bind(*priority)
+                .bind(flag(j.preemptible))
+                .bind(j.abort_kind.clone())
+                .bind(j.abort_command.clone())
+                .bind(j.abort_timeout_ms)
+                .bind(j.checkpoint_dir.clone())
+                .bind(j.max_runtime_ms)
+                .bind(j.duration_ms)
+                .bind("queued")
+                .bind(j.submitted_at)
+                .bind(j.queued_at)
+                .bind(j.submitted_at);
+        }
+        q.execute(&mut *tx.tx).await?;
+        let sql = format!(
+            "INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {}",
+            placeholders(chunk.len(), 7)
+        );
+        let mut q = sqlx::query(&sql);
+        for (j, _, _) in chunk {
+            q = q
+                .bind(new_id())
+                .bind(tenant_id)
+                .bind(&j.id)
+                .bind(j.submitted_at)
+                .bind(None::<String>)
+                .bind("queued")
+                .bind("submitted");
+        }
+        q.execute(&mut *tx.tx).await?;
+    }
+    Ok(())
+}
+
+fn priority_of(ctx: &QueueCtx, job: &Job) -> i64 {
+    ctx.queue
+        .classes
+        .iter()
+        .find(|c| c.name == job.priority_class)
+        .map(|c| c.priority as i64)
+        .unwrap_or(50)
+}
+
+/// Validates and stores a new job (state `queued`) with its event and audit entry.
+pub async fn submit(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: SubmitJob,
+) -> ApiResult<Job> {
+    require(p, Action::SubmitJobs)?;
+    let ctx = queue_ctx(store, p, &input.queue_id).await?;
+    let now = now_ms();
+    let job = prepare(&ctx, p, input, now)?;
+    let priority = priority_of(&ctx, &job);
     let mut tx = store.begin_write().await?;
-    sqlx::query(
-        "INSERT INTO jobs (id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
-            abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 'queued', $22, $22, $22)",
-    )
-    .bind(&id)
-    .bind(p.tenant_id())
-    .bind(&queue.id)
-    .bind(&queue.group_id)
-    .bind(p.user_id())
-    .bind(&p.me.username)
-    .bind(&name)
-    .bind(&input.command)
-    .bind(input.image.clone())
-    .bind(serde_json::to_string(&input.env).unwrap_or_else(|_| "{}".into()))
-    .bind(gpu_milli)
-    .bind(profile.gpu_memory_mb)
-    .bind(&class.name)
-    .bind(class.priority as i64)
-    .bind(flag(class.preemptible))
-    .bind(abort_kind)
-    .bind(abort_command)
-    .bind(abort_timeout)
-    .bind(input.checkpoint_dir.clone())
-    .bind(input.max_runtime_ms)
-    .bind(duration)
-    .bind(now)
-    .execute(&mut *tx.tx)
-    .await?;
-    event(
-        &mut tx,
-        p.tenant_id(),
-        &id,
-        now,
-        None,
-        "queued",
-        "submitted",
-    )
-    .await?;
+    let items = [(job, ctx.profile.gpu_memory_mb, priority)];
+    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    let [(job, _, _)] = items;
     audit::record(
         &mut tx,
         now,
@@ -347,12 +452,85 @@ pub async fn submit(
         meta,
         "job.submit",
         "job",
-        &id,
-        json!({"name": name, "queue": queue.name, "gpu_milli": gpu_milli, "priority_class": class.name}),
+        &job.id,
+        json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class}),
     )
     .await?;
     tx.commit().await?;
-    get_job(store, p, &id).await
+    Ok(job)
+}
+
+/// The most jobs one batch may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// Validates and stores up to [`MAX_BATCH`] jobs in one transaction (all or none), each with
+/// its event and audit entry. Field errors name the job: `jobs[3].gpu_milli`.
+pub async fn submit_batch(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: SubmitJobs,
+) -> ApiResult<Vec<Job>> {
+    require(p, Action::SubmitJobs)?;
+    if input.jobs.is_empty() || input.jobs.len() > MAX_BATCH {
+        return Err(
+            AppError::field("jobs", format!("send 1 to {MAX_BATCH} jobs per batch")).into(),
+        );
+    }
+    let now = now_ms();
+    let mut queues: std::collections::HashMap<String, QueueCtx> = Default::default();
+    let mut errors: Vec<FieldError> = Vec::new();
+    let mut items = Vec::with_capacity(input.jobs.len());
+    for (i, job) in input.jobs.into_iter().enumerate() {
+        if !queues.contains_key(&job.queue_id) {
+            match queue_ctx(store, p, &job.queue_id).await {
+                Ok(ctx) => {
+                    queues.insert(job.queue_id.clone(), ctx);
+                }
+                Err(ApiError(AppError::Validation(fs))) => {
+                    errors.extend(fs.into_iter().map(|f| FieldError {
+                        field: format!("jobs[{i}].{}", f.field),
+                        message: f.message,
+                    }));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(ctx) = queues.get(&job.queue_id) else {
+            continue;
+        };
+        match prepare(ctx, p, job, now) {
+            Ok(j) => {
+                let priority = priority_of(ctx, &j);
+                items.push((j, ctx.profile.gpu_memory_mb, priority));
+            }
+            Err(AppError::Validation(fs)) => errors.extend(fs.into_iter().map(|f| FieldError {
+                field: format!("jobs[{i}].{}", f.field),
+                message: f.message,
+            })),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !errors.is_empty() {
+        errors.truncate(100);
+        return Err(AppError::Validation(errors).into());
+    }
+    let mut tx = store.begin_write().await?;
+    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    let records: Vec<audit::BatchRecord> = items
+        .iter()
+        .map(|(j, _, _)| audit::BatchRecord {
+            tenant_id: p.tenant_id().to_string(),
+            action: "job.submit",
+            target_kind: "job",
+            target_id: j.id.clone(),
+            summary: json!({"name": j.name, "queue": j.queue_name, "gpu_milli": j.gpu_milli, "priority_class": j.priority_class}),
+        })
+        .collect();
+    audit::append_many(&mut tx, now, &audit::Actor::of(p), meta, &records).await?;
+    tx.commit().await?;
+    Ok(items.into_iter().map(|(j, _, _)| j).collect())
 }
 
 /// Members see their own jobs; tenant admins see every job of the tenant. The value to bind

@@ -91,6 +91,59 @@ pub async fn list_pools(store: &Store, p: &Principal) -> ApiResult<Vec<Pool>> {
     Ok(rows.iter().map(pool_from_row).collect::<Result<_, _>>()?)
 }
 
+/// A pool's shape as far as "can this job ever fit on one node" needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolFit {
+    /// The most GPUs on one node.
+    pub max_gpus: i64,
+    /// The largest GPU memory among nodes that have GPUs.
+    pub max_gpu_memory_mb: i64,
+}
+
+impl PoolFit {
+    pub fn of(nodes: &[PoolNode]) -> PoolFit {
+        let with_gpus = || nodes.iter().filter(|n| n.gpus > 0);
+        PoolFit {
+            max_gpus: with_gpus().map(|n| n.gpus as i64).max().unwrap_or(0),
+            max_gpu_memory_mb: with_gpus()
+                .map(|n| n.gpu_memory_mb as i64)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Whether a job of `gpu_milli` (with a per-device memory floor for fractions) fits on
+    /// one node. Gangs across nodes are not scheduled.
+    pub fn fits(&self, gpu_milli: i64, gpu_memory_mb: i64) -> bool {
+        if gpu_milli < 1000 {
+            self.max_gpus > 0 && (gpu_memory_mb == 0 || gpu_memory_mb <= self.max_gpu_memory_mb)
+        } else {
+            gpu_milli <= self.max_gpus * 1000
+        }
+    }
+}
+
+/// The shapes of those of `ids` the tenant may use (from the row, without its node list).
+pub async fn pool_fits(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<PoolFit>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let row = sqlx::query(
+            "SELECT fit_gpus, fit_gpu_memory_mb FROM pools WHERE id = $1 AND (owner_tenant_id IS NULL OR owner_tenant_id = $2)",
+        )
+        .bind(id)
+        .bind(p.tenant_id())
+        .fetch_optional(&store.pool)
+        .await?;
+        if let Some(r) = row {
+            out.push(PoolFit {
+                max_gpus: r.try_get("fit_gpus")?,
+                max_gpu_memory_mb: r.try_get("fit_gpu_memory_mb")?,
+            });
+        }
+    }
+    Ok(out)
+}
+
 pub async fn get_pool(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool> {
     require(p, Action::SubmitJobs)?;
     let row = sqlx::query(&format!(
@@ -183,8 +236,9 @@ pub async fn create_pool(
         created_at: now_ms(),
     };
     let gpus: u32 = pool.nodes.iter().map(|n| n.gpus).sum();
+    let fit = PoolFit::of(&pool.nodes);
     let mut tx = store.begin_write().await?;
-    sqlx::query("INSERT INTO pools (id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+    sqlx::query("INSERT INTO pools (id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at, fit_gpus, fit_gpu_memory_mb) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
         .bind(&pool.id)
         .bind(pool.owner_tenant_id.clone())
         .bind(&pool.name)
@@ -192,6 +246,8 @@ pub async fn create_pool(
         .bind(serde_json::to_string(&pool.nodes).unwrap_or_default())
         .bind(pool.gpu_hour_cost_cents)
         .bind(pool.created_at)
+        .bind(fit.max_gpus)
+        .bind(fit.max_gpu_memory_mb)
         .execute(&mut *tx.tx)
         .await
         .map_err(|e| unique_violation_as(e, AppError::field("name", "a pool with this name exists")))?;

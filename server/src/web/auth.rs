@@ -23,7 +23,7 @@ pub const SESSION_COOKIE: &str = "sy_session";
 /// Pages that need a signed-in user (others: login, static files, API, health).
 const PAGE_PREFIXES: [&str; 5] = ["/portal", "/policy", "/platform", "/audit", "/settings"];
 
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -143,7 +143,8 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             .unwrap_or("/portal");
         return Redirect::to(&format!("/login?next={}", urlencoding(next))).into_response();
     }
-    if path == "/login" && principal.is_some() && req.method() == Method::GET {
+    let login_page = path == "/login" || (path.starts_with("/t/") && path.ends_with("/login"));
+    if login_page && principal.is_some() && req.method() == Method::GET {
         return Redirect::to("/portal").into_response();
     }
     if let Some(p) = principal {
@@ -151,7 +152,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     }
     req.extensions_mut().insert(meta);
     let mut resp = next.run(req).await;
-    if is_page || path == "/login" {
+    if is_page || login_page {
         // Signed-in pages are private; never cache them.
         resp.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -225,7 +226,7 @@ pub struct LoginForm {
 }
 
 /// Only same-site absolute paths, so `next` cannot send the user elsewhere.
-fn safe_next(next: &str) -> &str {
+pub fn safe_next(next: &str) -> &str {
     if next.starts_with('/') && !next.starts_with("//") && !next.starts_with("/\\") {
         next
     } else {
@@ -233,7 +234,7 @@ fn safe_next(next: &str) -> &str {
     }
 }
 
-fn session_cookie(state: &AppState, value: &str, max_age_secs: i64) -> HeaderValue {
+pub fn session_cookie(state: &AppState, value: &str, max_age_secs: i64) -> HeaderValue {
     let secure = if state.config.secure_cookies() {
         "; Secure"
     } else {

@@ -175,4 +175,7 @@ impl Backend for WebBackend {
         self.state.scheduler.poke();
         Ok(out)
     }
+    async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError> {
+        Ok(crate::identity::sso::sign_in_options(&self.state.store, tenant).await?)
+    }
 }

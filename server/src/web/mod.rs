@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod backend;
+pub mod sso;
 
 use std::sync::Arc;
 
@@ -30,6 +31,8 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
         .route("/", get(home))
         .route("/auth/login", post(auth::login_form))
         .route("/auth/logout", post(auth::logout_form))
+        .route("/auth/sso/{tenant}/{provider}", get(sso::start))
+        .route("/auth/oidc/callback", get(sso::oidc_callback))
         .leptos_routes_with_context(
             state,
             leptos_routes,

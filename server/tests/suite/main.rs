@@ -11,4 +11,5 @@ mod input;
 mod isolation;
 mod jobs;
 mod policies;
+mod sso;
 mod store;

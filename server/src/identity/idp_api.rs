@@ -1,0 +1,117 @@
+//! REST handlers for single sign-on: a tenant's identity providers (`/idp`, tenant admins),
+//! "test connection", tenant sign-in settings, and the public sign-in options of a tenant.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use app::access::Action;
+use app::model::*;
+
+use super::{oidc, require, sso};
+use crate::api::error::{ApiResult, Problem};
+use crate::api::extract::ApiJson;
+use crate::api::Caller;
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_providers, create_provider))
+        .routes(routes!(get_provider, update_provider, delete_provider))
+        .routes(routes!(test_provider))
+        .routes(routes!(set_sign_in_settings))
+        .routes(routes!(sign_in_options))
+}
+
+/// The tenant's identity providers (secrets are never returned).
+#[utoipa::path(get, path = "/idp", tag = "sso", responses((status = 200, body = Vec<IdentityProvider>), (status = 401, body = Problem), (status = 403, body = Problem)))]
+async fn list_providers(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+) -> ApiResult<Json<Vec<IdentityProvider>>> {
+    Ok(Json(sso::list_providers(&s.store, &s.config, &p).await?))
+}
+
+/// Add an identity provider (OIDC). Register `redirect_uri` from the answer at the IdP.
+#[utoipa::path(post, path = "/idp", tag = "sso", request_body = SaveIdentityProvider, responses((status = 201, body = IdentityProvider), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+async fn create_provider(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<SaveIdentityProvider>,
+) -> ApiResult<(StatusCode, Json<IdentityProvider>)> {
+    let idp = sso::create_provider(&s.store, &s.config, &p, &meta, input).await?;
+    Ok((StatusCode::CREATED, Json(idp)))
+}
+
+#[utoipa::path(get, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), responses((status = 200, body = IdentityProvider), (status = 404, body = Problem)))]
+async fn get_provider(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<IdentityProvider>> {
+    Ok(Json(
+        sso::provider_row(&s.store, &p, &id)
+            .await?
+            .public(&s.config),
+    ))
+}
+
+/// Replace a provider's settings; an absent `client_secret` keeps the stored one.
+#[utoipa::path(put, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), request_body = SaveIdentityProvider, responses((status = 200, body = IdentityProvider), (status = 404, body = Problem), (status = 422, body = Problem)))]
+async fn update_provider(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<SaveIdentityProvider>,
+) -> ApiResult<Json<IdentityProvider>> {
+    Ok(Json(
+        sso::update_provider(&s.store, &s.config, &p, &meta, &id, input).await?,
+    ))
+}
+
+/// Remove a provider with the memberships it manages (its users stay).
+#[utoipa::path(delete, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), responses((status = 204), (status = 404, body = Problem)))]
+async fn delete_provider(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    sso::delete_provider(&s.store, &p, &meta, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Test connection: reads the discovery document and signing keys, and reports each step.
+#[utoipa::path(post, path = "/idp/{id}/test", tag = "sso", params(("id" = String, Path)), responses((status = 200, body = Vec<ConnectionCheck>), (status = 404, body = Problem)))]
+async fn test_provider(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<ConnectionCheck>>> {
+    let row = sso::provider_row(&s.store, &p, &id).await?;
+    Ok(Json(oidc::test_connection(&s.oidc, &row).await))
+}
+
+/// Turn password sign-in on or off for the tenant (platform admins keep theirs).
+#[utoipa::path(put, path = "/sign-in-settings", tag = "sso", request_body = SignInSettings, responses((status = 200, body = SignInSettings), (status = 403, body = Problem)))]
+async fn set_sign_in_settings(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+    ApiJson(input): ApiJson<SignInSettings>,
+) -> ApiResult<Json<SignInSettings>> {
+    require(&p, Action::ManageDirectory)?;
+    Ok(Json(
+        sso::set_sign_in_settings(&s.store, &p, &meta, input).await?,
+    ))
+}
+
+/// What a tenant's sign-in page offers: its enabled providers and whether passwords work.
+/// Public (no sign-in needed).
+#[utoipa::path(get, path = "/sign-in/{tenant}", tag = "sso", security(()), params(("tenant" = String, Path)), responses((status = 200, body = SignInOptions), (status = 404, body = Problem)))]
+async fn sign_in_options(
+    State(s): State<AppState>,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<SignInOptions>> {
+    Ok(Json(sso::sign_in_options(&s.store, &tenant).await?))
+}

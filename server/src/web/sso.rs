@@ -1,0 +1,174 @@
+//! The browser side of single sign-on: `/auth/sso/{tenant}/{provider}` sends the browser to
+//! the IdP; `/auth/oidc/callback` finishes the sign-in. Every failure lands on the tenant's
+//! sign-in page with a message and leaves no session.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Extension;
+use serde::Deserialize;
+
+use app::model::RequestMeta;
+
+use super::auth::{cookie, safe_next, session_cookie};
+use crate::identity::oidc::{self, REQUEST_TTL_MS};
+use crate::identity::sso::{self, Finished};
+use crate::state::AppState;
+
+/// Binds a sign-in in flight to the browser that started it (login CSRF protection).
+pub const SSO_COOKIE: &str = "sy_sso";
+
+fn sso_cookie(state: &AppState, value: &str, max_age_secs: i64) -> HeaderValue {
+    let secure = if state.config.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{SSO_COOKIE}={value}; Path=/auth; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{secure}"
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn to_login(tenant: &str, code: &str) -> Response {
+    let q = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("error", code)
+        .finish();
+    let path = if tenant.is_empty() {
+        format!("/login?{q}")
+    } else {
+        format!("/t/{tenant}/login?{q}")
+    };
+    let mut resp = Redirect::to(&path).into_response();
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+#[derive(Deserialize)]
+pub struct StartQuery {
+    #[serde(default)]
+    next: String,
+}
+
+pub async fn start(
+    State(state): State<AppState>,
+    Path((tenant, provider)): Path<(String, String)>,
+    Query(q): Query<StartQuery>,
+) -> Response {
+    let tenant = tenant.to_lowercase();
+    let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return to_login(&tenant, "sso_unknown"),
+        Err(e) => {
+            tracing::error!(error = %e, "sso start");
+            return to_login(&tenant, "sso_failed");
+        }
+    };
+    match oidc::start(
+        &state.store,
+        &state.oidc,
+        &state.config,
+        &row,
+        safe_next(&q.next),
+    )
+    .await
+    {
+        Ok((url, browser)) => {
+            let mut resp = Redirect::to(&url).into_response();
+            resp.headers_mut().insert(
+                header::SET_COOKIE,
+                sso_cookie(&state, &browser, REQUEST_TTL_MS / 1000),
+            );
+            resp
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, provider = %row.name, "sso start failed");
+            to_login(&tenant, e.code())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    error_description: Option<String>,
+}
+
+pub async fn oidc_callback(
+    State(state): State<AppState>,
+    Extension(meta): Extension<RequestMeta>,
+    headers: HeaderMap,
+    Query(q): Query<CallbackQuery>,
+) -> Response {
+    let browser = cookie(&headers, SSO_COOKIE);
+    let clear = sso_cookie(&state, "", 0);
+    let mut resp = callback(&state, &meta, browser.as_deref(), q).await;
+    resp.headers_mut().append(header::SET_COOKIE, clear);
+    resp
+}
+
+async fn callback(
+    state: &AppState,
+    meta: &RequestMeta,
+    browser: Option<&str>,
+    q: CallbackQuery,
+) -> Response {
+    let Some(st) = q.state.as_deref().filter(|s| !s.is_empty()) else {
+        return to_login("", "sso_state");
+    };
+    let pending = match oidc::take_request(&state.store, st, browser).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return to_login("", "sso_state"),
+        Err(e) => {
+            tracing::error!(error = %e, "sso callback");
+            return to_login("", "sso_failed");
+        }
+    };
+    let provider = match sso::provider_by_id(&state.store, &pending.provider_id).await {
+        Ok(Some(p)) if p.enabled => p,
+        _ => return to_login("", "sso_unknown"),
+    };
+    let tenant = provider.tenant_slug.clone();
+    if let Some(err) = q.error {
+        let detail = format!(
+            "the IdP answered {err}: {}",
+            q.error_description.unwrap_or_default()
+        );
+        sso::audit_failure(&state.store, &provider, meta, "unknown", &detail).await;
+        return to_login(&tenant, "sso_provider");
+    }
+    let Some(code) = q.code.filter(|c| !c.is_empty()) else {
+        return to_login(&tenant, "sso_provider");
+    };
+    let login = match oidc::finish(&state.oidc, &state.config, &provider, &pending, &code).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, provider = %provider.name, "oidc sign-in refused");
+            sso::audit_failure(&state.store, &provider, meta, "unknown", &e.to_string()).await;
+            return to_login(&tenant, e.code());
+        }
+    };
+    let ttl_ms = state.config.session_ttl_hours * 3_600_000;
+    match sso::finish_login(&state.store, &provider, login, meta, ttl_ms).await {
+        Ok(Finished::Session { session, .. }) => {
+            let mut resp = Redirect::to(safe_next(&pending.next)).into_response();
+            resp.headers_mut().insert(
+                header::SET_COOKIE,
+                session_cookie(state, &session, ttl_ms / 1000),
+            );
+            resp
+        }
+        Ok(Finished::Refused(r)) => to_login(&tenant, r.code()),
+        Err(e) => {
+            tracing::error!(error = ?e, "sso finish");
+            to_login(&tenant, "sso_failed")
+        }
+    }
+}

@@ -26,6 +26,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# OpenLDAP's slapd for the LDAP sign-in tests (started per test by end2end/idp/ldap.sh).
+bash end2end/idp/ldap.sh install
+
 if ! rustup target list --installed | grep -q wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown

@@ -742,8 +742,47 @@ pub struct OidcSettings {
     pub groups_claim: Option<String>,
 }
 
-/// Which IdP groups become which Switchyard groups, and who may sign in at all.
+/// How an LDAP directory is reached, how a user is found and bound, and where groups come from.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LdapSettings {
+    /// `ldap://host:389` or `ldaps://host:636`.
+    pub url: String,
+    /// Upgrade an `ldap://` connection with StartTLS before binding.
+    #[serde(default)]
+    pub start_tls: bool,
+    /// Direct bind: the user's DN with `{username}`, e.g. `uid={username},ou=people,dc=corp`.
+    /// Without it: search-then-bind with the service account.
+    #[serde(default)]
+    pub user_dn_template: Option<String>,
+    /// Where users are searched (search-then-bind) and groups looked up.
+    #[serde(default)]
+    pub base_dn: String,
+    /// Default `(uid={username})`.
+    #[serde(default)]
+    pub user_filter: Option<String>,
+    /// The service account for search-then-bind and group search; its password is the
+    /// provider's `client_secret`.
+    #[serde(default)]
+    pub bind_dn: Option<String>,
+    /// `member_of` (the user's `memberOf` attribute) or `search` (groups whose `member` is
+    /// the user, under `group_base_dn`).
+    #[serde(default)]
+    pub group_lookup: Option<String>,
+    #[serde(default)]
+    pub group_base_dn: Option<String>,
+    /// Defaults: `uid`, `mail`, `cn`.
+    #[serde(default)]
+    pub username_attr: Option<String>,
+    #[serde(default)]
+    pub email_attr: Option<String>,
+    #[serde(default)]
+    pub name_attr: Option<String>,
+}
+
+/// Which IdP groups become which Switchyard groups, and who may sign in at all.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GroupSync {
@@ -759,6 +798,16 @@ pub struct GroupSync {
     pub required_groups: Vec<String>,
 }
 
+impl Default for GroupSync {
+    fn default() -> Self {
+        GroupSync {
+            map: Default::default(),
+            by_name: true,
+            required_groups: Vec::new(),
+        }
+    }
+}
+
 /// A tenant's identity provider. Secrets are write-only: `has_client_secret` says whether one
 /// is stored.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -769,10 +818,11 @@ pub struct IdentityProvider {
     pub name: String,
     /// On the sign-in button.
     pub display_name: String,
-    /// `oidc`.
+    /// `oidc` or `ldap`.
     pub kind: String,
     pub enabled: bool,
     pub oidc: Option<OidcSettings>,
+    pub ldap: Option<LdapSettings>,
     pub sync: GroupSync,
     pub has_client_secret: bool,
     /// Where the IdP must send users back (register it at the IdP).
@@ -794,6 +844,9 @@ pub struct SaveIdentityProvider {
     pub enabled: bool,
     #[serde(default)]
     pub oidc: Option<OidcSettings>,
+    #[serde(default)]
+    pub ldap: Option<LdapSettings>,
+    /// OIDC: the client secret; LDAP: the service account's password.
     #[serde(default)]
     pub client_secret: Option<String>,
     #[serde(default)]
@@ -825,7 +878,7 @@ pub struct SignInProvider {
     pub name: String,
     pub display_name: String,
     pub kind: String,
-    /// Where the button goes.
+    /// OIDC: where the button goes; LDAP: where the username/password form posts.
     pub start_url: String,
 }
 

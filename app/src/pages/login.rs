@@ -145,13 +145,36 @@ pub fn TenantLoginPage() -> impl IntoView {
                                 <Notices/>
                                 <ul class="space-y-2" aria-label="Single sign-on">
                                     {o.providers.into_iter().map(|pr| {
-                                        let href = format!("{}{}", pr.start_url, suffix);
-                                        view! {
-                                            <li>
-                                                <a href=href class=format!("{BUTTON} w-full justify-center")>
-                                                    "Sign in with " {pr.display_name}
-                                                </a>
-                                            </li>
+                                        if pr.kind == "ldap" {
+                                            let id = format!("ldap-{}", pr.name);
+                                            view! {
+                                                <li>
+                                                    <form method="post" action=pr.start_url.clone() class="space-y-3 rounded-md border border-slate-200 p-3" aria-label=format!("Sign in with {}", pr.display_name)>
+                                                        <p class="text-sm font-medium text-slate-700">{pr.display_name.clone()}</p>
+                                                        <input type="hidden" name="next" value=next.clone()/>
+                                                        <div>
+                                                            <label for=format!("{id}-username") class=LABEL>"Directory username"</label>
+                                                            <input id=format!("{id}-username") name="username" required autocomplete="username" class=INPUT/>
+                                                        </div>
+                                                        <div>
+                                                            <label for=format!("{id}-password") class=LABEL>"Directory password"</label>
+                                                            <input id=format!("{id}-password") name="password" type="password" required autocomplete="current-password" class=INPUT/>
+                                                        </div>
+                                                        <button type="submit" class=format!("{BUTTON} w-full justify-center")>
+                                                            "Sign in with " {pr.display_name.clone()}
+                                                        </button>
+                                                    </form>
+                                                </li>
+                                            }.into_any()
+                                        } else {
+                                            let href = format!("{}{}", pr.start_url, suffix);
+                                            view! {
+                                                <li>
+                                                    <a href=href class=format!("{BUTTON} w-full justify-center")>
+                                                        "Sign in with " {pr.display_name}
+                                                    </a>
+                                                </li>
+                                            }.into_any()
                                         }
                                     }).collect_view()}
                                 </ul>

@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 use app::access::Action;
 use app::model::*;
 
-use super::{oidc, require, sso};
+use super::{ldap, oidc, require, sso};
 use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::ApiJson;
 use crate::api::Caller;
@@ -82,7 +82,8 @@ async fn delete_provider(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Test connection: reads the discovery document and signing keys, and reports each step.
+/// Test connection: OIDC reads the discovery document and signing keys; LDAP connects, binds
+/// the service account and finds the base DN. Each step is reported.
 #[utoipa::path(post, path = "/idp/{id}/test", tag = "sso", params(("id" = String, Path)), responses((status = 200, body = Vec<ConnectionCheck>), (status = 404, body = Problem)))]
 async fn test_provider(
     State(s): State<AppState>,
@@ -90,7 +91,10 @@ async fn test_provider(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Vec<ConnectionCheck>>> {
     let row = sso::provider_row(&s.store, &p, &id).await?;
-    Ok(Json(oidc::test_connection(&s.oidc, &row).await))
+    Ok(Json(match row.kind.as_str() {
+        "ldap" => ldap::test_connection(&row).await,
+        _ => oidc::test_connection(&s.oidc, &row).await,
+    }))
 }
 
 /// Turn password sign-in on or off for the tenant (platform admins keep theirs).

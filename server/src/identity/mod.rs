@@ -1,9 +1,10 @@
-//! Identity: local accounts, single sign-on (OIDC), sessions, API tokens, groups, memberships,
+//! Identity: local accounts, single sign-on (OIDC, LDAP), sessions, API tokens, groups, memberships,
 //! projects, and the access check every handler calls.
 
 pub mod api;
 pub mod directory;
 pub mod idp_api;
+pub mod ldap;
 pub mod oidc;
 pub mod password;
 pub mod secret;

@@ -26,7 +26,7 @@ use crate::clock::now_ms;
 use crate::config::Config;
 use crate::store::{flag, new_id, Store, WriteTx};
 
-pub const KINDS: &[&str] = &["oidc"];
+pub const KINDS: &[&str] = &["oidc", "ldap"];
 
 /// A provider as stored, with its secret (never leaves the server).
 #[derive(Clone, Debug)]
@@ -39,6 +39,7 @@ pub struct ProviderRow {
     pub kind: String,
     pub enabled: bool,
     pub oidc: Option<OidcSettings>,
+    pub ldap: Option<LdapSettings>,
     pub sync: GroupSync,
     pub secret: Option<String>,
     pub created_at: i64,
@@ -49,6 +50,8 @@ pub struct ProviderRow {
 struct StoredConfig {
     #[serde(default)]
     oidc: Option<OidcSettings>,
+    #[serde(default)]
+    ldap: Option<LdapSettings>,
     #[serde(default)]
     sync: GroupSync,
 }
@@ -68,6 +71,7 @@ fn provider_from_row(r: &AnyRow) -> Result<ProviderRow, sqlx::Error> {
         kind: r.try_get("kind")?,
         enabled: r.try_get::<i64, _>("enabled")? != 0,
         oidc: config.oidc,
+        ldap: config.ldap,
         sync: config.sync,
         secret: r.try_get("secret")?,
         created_at: r.try_get("created_at")?,
@@ -90,6 +94,7 @@ impl ProviderRow {
             kind: self.kind.clone(),
             enabled: self.enabled,
             oidc: self.oidc.clone(),
+            ldap: self.ldap.clone(),
             sync: self.sync.clone(),
             has_client_secret: self.secret.is_some(),
             redirect_uri: oidc_redirect_uri(config),
@@ -185,8 +190,70 @@ fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppErr
     v.check(
         KINDS.contains(&input.kind.as_str()),
         "kind",
-        "must be `oidc`",
+        "must be `oidc` or `ldap`",
     );
+    if input.kind == "ldap" {
+        match &input.ldap {
+            None => {
+                v.check(false, "ldap", "LDAP settings are required for kind `ldap`");
+            }
+            Some(l) => {
+                let url_ok = url::Url::parse(l.url.trim())
+                    .is_ok_and(|u| matches!(u.scheme(), "ldap" | "ldaps") && u.host().is_some());
+                v.check(
+                    url_ok,
+                    "ldap.url",
+                    "must be ldap://host[:port] or ldaps://host[:port]",
+                );
+                v.check(
+                    !(l.start_tls && l.url.trim().starts_with("ldaps://")),
+                    "ldap.start_tls",
+                    "ldaps:// is already TLS; StartTLS is for ldap://",
+                );
+                v.check(
+                    l.user_dn_template
+                        .as_deref()
+                        .is_none_or(|t| t.contains("{username}") && t.contains('=')),
+                    "ldap.user_dn_template",
+                    "must be a DN containing {username}",
+                );
+                let search = l.user_dn_template.is_none();
+                v.check(
+                    !search || (!l.base_dn.trim().is_empty() && l.bind_dn.is_some()),
+                    "ldap.base_dn",
+                    "search-then-bind needs base_dn and bind_dn (or set user_dn_template)",
+                );
+                v.check(
+                    l.user_filter
+                        .as_deref()
+                        .is_none_or(|f| f.starts_with('(') && f.contains("{username}")),
+                    "ldap.user_filter",
+                    "must be a filter containing {username}, e.g. (uid={username})",
+                );
+                let lookup = l.group_lookup.as_deref().unwrap_or("member_of");
+                v.check(
+                    lookup == "member_of" || lookup == "search",
+                    "ldap.group_lookup",
+                    "must be `member_of` or `search`",
+                );
+                v.check(
+                    lookup != "search" || (l.group_base_dn.is_some() && l.bind_dn.is_some()),
+                    "ldap.group_base_dn",
+                    "group search needs group_base_dn and bind_dn",
+                );
+                v.check(
+                    l.bind_dn.is_none()
+                        || has_secret
+                        || input
+                            .client_secret
+                            .as_deref()
+                            .is_some_and(|s| !s.is_empty()),
+                    "client_secret",
+                    "the service account's password is required with bind_dn",
+                );
+            }
+        }
+    }
     if input.kind == "oidc" {
         match &input.oidc {
             None => {
@@ -265,6 +332,10 @@ fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppErr
 }
 
 fn stored_config(input: &SaveIdentityProvider) -> String {
+    let ldap = input.ldap.clone().map(|mut l| {
+        l.url = l.url.trim().to_string();
+        l
+    });
     let mut oidc = input.oidc.clone();
     if let Some(o) = oidc.as_mut() {
         o.issuer = o.issuer.trim().trim_end_matches('/').to_string();
@@ -272,6 +343,7 @@ fn stored_config(input: &SaveIdentityProvider) -> String {
     }
     serde_json::to_string(&StoredConfig {
         oidc,
+        ldap,
         sync: input.sync.clone(),
     })
     .unwrap_or_else(|_| "{}".into())
@@ -284,6 +356,7 @@ fn audit_summary(input: &SaveIdentityProvider) -> serde_json::Value {
         "enabled": input.enabled,
         "issuer": input.oidc.as_ref().map(|o| o.issuer.clone()),
         "client_id": input.oidc.as_ref().map(|o| o.client_id.clone()),
+        "ldap_url": input.ldap.as_ref().map(|l| l.url.clone()),
         "secret_changed": input.client_secret.is_some(),
         "required_groups": input.sync.required_groups,
         "mapped_groups": input.sync.map.len(),
@@ -429,11 +502,16 @@ pub async fn sign_in_options(store: &Store, tenant_slug: &str) -> ApiResult<Sign
         .iter()
         .map(|r| {
             let name: String = r.try_get("name")?;
+            let kind: String = r.try_get("kind")?;
             Ok(SignInProvider {
-                start_url: format!("/auth/sso/{slug}/{name}"),
+                start_url: if kind == "ldap" {
+                    format!("/auth/ldap/{slug}/{name}")
+                } else {
+                    format!("/auth/sso/{slug}/{name}")
+                },
                 name,
                 display_name: r.try_get("display_name")?,
-                kind: r.try_get("kind")?,
+                kind,
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;

@@ -33,6 +33,7 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
         .route("/auth/logout", post(auth::logout_form))
         .route("/auth/sso/{tenant}/{provider}", get(sso::start))
         .route("/auth/oidc/callback", get(sso::oidc_callback))
+        .route("/auth/ldap/{tenant}/{provider}", post(sso::ldap_login))
         .leptos_routes_with_context(
             state,
             leptos_routes,

@@ -1,5 +1,6 @@
 //! The browser side of single sign-on: `/auth/sso/{tenant}/{provider}` sends the browser to
-//! the IdP; `/auth/oidc/callback` finishes the sign-in. Every failure lands on the tenant's
+//! the IdP; `/auth/oidc/callback` finishes the sign-in; `/auth/ldap/{tenant}/{provider}` takes
+//! the LDAP username/password form. Every failure lands on the tenant's
 //! sign-in page with a message and leaves no session.
 
 use axum::extract::{Path, Query, State};
@@ -11,6 +12,7 @@ use serde::Deserialize;
 use app::model::RequestMeta;
 
 use super::auth::{cookie, safe_next, session_cookie};
+use crate::identity::ldap;
 use crate::identity::oidc::{self, REQUEST_TTL_MS};
 use crate::identity::sso::{self, Finished};
 use crate::state::AppState;
@@ -168,6 +170,87 @@ async fn callback(
         Ok(Finished::Refused(r)) => to_login(&tenant, r.code()),
         Err(e) => {
             tracing::error!(error = ?e, "sso finish");
+            to_login(&tenant, "sso_failed")
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LdapForm {
+    username: String,
+    password: String,
+    #[serde(default)]
+    next: String,
+}
+
+/// The LDAP form of a tenant's sign-in page: checks the password against the directory
+/// (throttled like local passwords), then signs in as OIDC does.
+pub async fn ldap_login(
+    State(state): State<AppState>,
+    Extension(meta): Extension<RequestMeta>,
+    Path((tenant, provider)): Path<(String, String)>,
+    axum::extract::Form(form): axum::extract::Form<LdapForm>,
+) -> Response {
+    let tenant = tenant.to_lowercase();
+    let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
+        Ok(Some(r)) if r.kind == "ldap" => r,
+        Ok(_) => return to_login(&tenant, "sso_unknown"),
+        Err(e) => {
+            tracing::error!(error = %e, "ldap sign-in");
+            return to_login(&tenant, "sso_failed");
+        }
+    };
+    let account = format!(
+        "{tenant}/ldap:{}/{}",
+        row.name,
+        form.username.trim().to_lowercase()
+    );
+    let now = crate::clock::now_ms();
+    let throttled = state
+        .throttle
+        .lock()
+        .map(|mut t| t.check(&account, &meta.source_ip, now).is_err())
+        .unwrap_or(true);
+    if throttled {
+        return to_login(&tenant, "throttled");
+    }
+    let login = match ldap::authenticate(&row, &form.username, &form.password).await {
+        Ok(l) => l,
+        Err(e) => {
+            if matches!(e, ldap::LdapError::Invalid) {
+                if let Ok(mut t) = state.throttle.lock() {
+                    t.failure(&account, &meta.source_ip, now);
+                }
+            } else {
+                tracing::warn!(error = %e, provider = %row.name, "ldap sign-in failed");
+            }
+            let who = form.username.trim().to_lowercase();
+            sso::audit_failure(&state.store, &row, &meta, &who, &e.to_string()).await;
+            return to_login(
+                &tenant,
+                match e {
+                    ldap::LdapError::Invalid => "invalid",
+                    ldap::LdapError::Directory(_) => "sso_provider",
+                },
+            );
+        }
+    };
+    if let Ok(mut t) = state.throttle.lock() {
+        t.success(&account);
+    }
+    let ttl_ms = state.config.session_ttl_hours * 3_600_000;
+    match sso::finish_login(&state.store, &row, login, &meta, ttl_ms).await {
+        Ok(Finished::Session { session, .. }) => {
+            let mut resp = Redirect::to(safe_next(&form.next)).into_response();
+            resp.headers_mut().insert(
+                header::SET_COOKIE,
+                session_cookie(&state, &session, ttl_ms / 1000),
+            );
+            resp
+        }
+        Ok(Finished::Refused(r)) => to_login(&tenant, r.code()),
+        Err(e) => {
+            tracing::error!(error = ?e, "ldap finish");
             to_login(&tenant, "sso_failed")
         }
     }

@@ -10,6 +10,7 @@ mod directory;
 mod input;
 mod isolation;
 mod jobs;
+mod ldap;
 mod policies;
 mod sso;
 mod store;

@@ -90,6 +90,20 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: CreateQueue,
     ) -> Result<Queue, AppError>;
+    async fn list_idps(&self, p: &Principal) -> Result<Vec<IdentityProvider>, AppError>;
+    async fn create_idp(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SaveIdentityProvider,
+    ) -> Result<IdentityProvider, AppError>;
+    async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError>;
+    async fn set_sign_in_settings(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SignInSettings,
+    ) -> Result<SignInSettings, AppError>;
     /// Public: what a tenant's sign-in page offers.
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError>;
 }

@@ -77,6 +77,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
                     <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/settings/groups/:id") view=GroupPage ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/sso") view=SsoSettingsPage ssr=SsrMode::Async/>
                 </ParentRoute>
             </Routes>
         </Router>

@@ -91,3 +91,30 @@ pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
 pub const TH: &str =
     "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500";
 pub const TD: &str = "px-3 py-2 text-slate-800";
+
+/// A labelled input with the message the last submission gave for `error` (the API's field
+/// name, which may differ from the input's `name`).
+#[component]
+pub fn Field<T, F>(
+    value: F,
+    id: &'static str,
+    name: &'static str,
+    label: &'static str,
+    error: &'static str,
+    #[prop(optional)] placeholder: &'static str,
+    #[prop(optional)] kind: &'static str,
+    #[prop(optional)] required: bool,
+) -> impl IntoView
+where
+    T: Clone + Send + Sync + 'static,
+    F: Fn() -> Option<Result<T, AppError>> + Send + Sync + 'static,
+{
+    let kind = if kind.is_empty() { "text" } else { kind };
+    view! {
+        <div>
+            <label class=LABEL for=id>{label}</label>
+            <input id=id name=name type=kind class=INPUT placeholder=placeholder required=required/>
+            {field_error(value, error)}
+        </div>
+    }
+}

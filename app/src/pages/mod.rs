@@ -9,6 +9,7 @@ mod policy;
 mod portal;
 mod settings;
 mod shell;
+mod sso;
 
 pub use audit::AuditPage;
 pub use group::GroupPage;
@@ -18,3 +19,4 @@ pub use policy::PolicyPage;
 pub use portal::{JobPage, PortalPage};
 pub use settings::SettingsPage;
 pub use shell::{NotFound, Shell};
+pub use sso::SsoSettingsPage;

@@ -244,6 +244,79 @@ fn placeholders(start: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `(v1, v2, …), (…)` for `rows` rows of `arity` parameters, numbered from `$start`.
+fn value_rows(start: usize, rows: usize, arity: usize) -> String {
+    (0..rows)
+        .map(|r| format!("({})", placeholders(start + r * arity, arity)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One admission's new columns.
+struct AdmitRow {
+    id: String,
+    pool_id: String,
+    node: i64,
+    node_name: String,
+    slices: String,
+    over_quota: i64,
+}
+
+/// Marks queued jobs admitted in multi-row `UPDATE … FROM (VALUES …)` statements; returns
+/// the ids that were still queued (and so changed).
+async fn admit_rows(
+    tx: &mut WriteTx,
+    now: i64,
+    rows: &[AdmitRow],
+) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+    let mut changed = std::collections::HashSet::new();
+    for chunk in rows.chunks(200) {
+        let sql = format!(
+            "UPDATE jobs SET state = 'admitted', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
+                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1
+             FROM (VALUES {}) AS v
+             WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
+            value_rows(2, chunk.len(), 6)
+        );
+        let mut q = sqlx::query(&sql).bind(now);
+        for r in chunk {
+            q = q
+                .bind(&r.id)
+                .bind(&r.pool_id)
+                .bind(r.node)
+                .bind(&r.node_name)
+                .bind(&r.slices)
+                .bind(r.over_quota);
+        }
+        for row in q.fetch_all(&mut *tx.tx).await? {
+            changed.insert(row.try_get::<String, _>("id")?);
+        }
+    }
+    Ok(changed)
+}
+
+/// Writes the `running` transitions gathered so far (job id, handle, state it leaves).
+async fn flush_running(
+    tx: &mut WriteTx,
+    now: i64,
+    pending: &mut Vec<(String, String, String)>,
+) -> Result<(), sqlx::Error> {
+    for chunk in pending.chunks(300) {
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1
+             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3",
+            value_rows(2, chunk.len(), 3)
+        );
+        let mut q = sqlx::query(&sql).bind(now);
+        for (id, handle, from) in chunk {
+            q = q.bind(id).bind(handle).bind(from);
+        }
+        q.execute(&mut *tx.tx).await?;
+    }
+    pending.clear();
+    Ok(())
+}
+
 async fn insert_events(tx: &mut WriteTx, at: i64, rows: &[EventRow]) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(200) {
         let values = (0..chunk.len())
@@ -749,30 +822,33 @@ impl Driver {
         let mut events = Vec::new();
         let mut audits = Vec::new();
         let mut admitted = Vec::new();
-        for a in &d.admits {
+        let rows: Vec<AdmitRow> = d
+            .admits
+            .iter()
+            .map(|a| {
+                let pool = a.placement.pool as usize;
+                AdmitRow {
+                    id: l.jobs[a.job as usize].id.clone(),
+                    pool_id: l.pool_ids[pool].clone(),
+                    node: a.placement.node as i64,
+                    node_name: l.node_names[pool]
+                        .get(a.placement.node as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    slices: serde_json::to_string(&a.placement.slices)
+                        .unwrap_or_else(|_| "[]".into()),
+                    over_quota: i64::from(a.over_quota),
+                }
+            })
+            .collect();
+        let changed = admit_rows(&mut tx, now, &rows).await?;
+        for (a, row) in d.admits.iter().zip(&rows) {
             let j = &l.jobs[a.job as usize];
             let pool = a.placement.pool as usize;
-            let node_name = l.node_names[pool]
-                .get(a.placement.node as usize)
-                .cloned()
-                .unwrap_or_default();
-            let changed = sqlx::query(
-                "UPDATE jobs SET state = 'admitted', pool_id = $1, node = $2, node_name = $3, slices = $4, over_quota = $5, admitted_at = $6, wait_code = NULL, wait_reason = NULL, updated_at = $6
-                 WHERE id = $7 AND state = 'queued' AND stop_reason IS NULL",
-            )
-            .bind(&l.pool_ids[pool])
-            .bind(a.placement.node as i64)
-            .bind(&node_name)
-            .bind(serde_json::to_string(&a.placement.slices).unwrap_or_else(|_| "[]".into()))
-            .bind(i64::from(a.over_quota))
-            .bind(now)
-            .bind(&j.id)
-            .execute(&mut *tx.tx)
-            .await?
-            .rows_affected();
-            if changed == 0 {
+            if !changed.contains(&row.id) {
                 continue;
             }
+            let node_name = row.node_name.clone();
             let detail = format!(
                 "admitted to {} on {}{}",
                 l.pool_names[pool],
@@ -1029,6 +1105,9 @@ impl Driver {
         let mut events = Vec::new();
         let mut audits = Vec::new();
         let mut changed_any = false;
+        // `running` transitions are written together; any other write first flushes them,
+        // so the statements still apply in event order.
+        let mut running: Vec<(String, String, String)> = Vec::new();
         for ev in evs {
             let id = event_job(ev);
             let Some((tenant, name, state, stop_reason, resume_count, started_at)) =
@@ -1036,19 +1115,16 @@ impl Driver {
             else {
                 continue;
             };
+            if !matches!(ev, ExecEvent::Running { .. }) && !running.is_empty() {
+                flush_running(&mut tx, now, &mut running).await?;
+            }
             let live = LIVE.contains(&state.as_str()) && state != "queued";
             // (new state, detail, audit action, exit code) for a transition.
             let mut transition: Option<(String, String, &'static str, Option<i64>)> = None;
             match ev {
                 ExecEvent::Running { handle, .. } => {
                     if state == "admitted" || state == "starting" {
-                        sqlx::query("UPDATE jobs SET state = 'running', handle = $1, started_at = $2, updated_at = $2 WHERE id = $3 AND state = $4")
-                            .bind(handle)
-                            .bind(now)
-                            .bind(id)
-                            .bind(state.as_str())
-                            .execute(&mut *tx.tx)
-                            .await?;
+                        running.push((id.to_string(), handle.clone(), state.clone()));
                         events.push(EventRow {
                             tenant_id: tenant.clone(),
                             job_id: id.to_string(),
@@ -1068,6 +1144,7 @@ impl Driver {
                         changed_any = true;
                     } else if live {
                         // Already being stopped: keep the handle so a restart can find it.
+                        flush_running(&mut tx, now, &mut running).await?;
                         sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2) WHERE id = $3")
                             .bind(handle)
                             .bind(now)
@@ -1197,6 +1274,7 @@ impl Driver {
                 changed_any = true;
             }
         }
+        flush_running(&mut tx, now, &mut running).await?;
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;

@@ -178,4 +178,37 @@ impl Backend for WebBackend {
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError> {
         Ok(crate::identity::sso::sign_in_options(&self.state.store, tenant).await?)
     }
+    async fn list_idps(&self, p: &Principal) -> Result<Vec<IdentityProvider>, AppError> {
+        Ok(crate::identity::sso::list_providers(&self.state.store, &self.state.config, p).await?)
+    }
+    async fn create_idp(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SaveIdentityProvider,
+    ) -> Result<IdentityProvider, AppError> {
+        Ok(crate::identity::sso::create_provider(
+            &self.state.store,
+            &self.state.config,
+            p,
+            meta,
+            input,
+        )
+        .await?)
+    }
+    async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
+        let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;
+        Ok(match row.kind.as_str() {
+            "ldap" => crate::identity::ldap::test_connection(&row).await,
+            _ => crate::identity::oidc::test_connection(&self.state.oidc, &row).await,
+        })
+    }
+    async fn set_sign_in_settings(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: SignInSettings,
+    ) -> Result<SignInSettings, AppError> {
+        Ok(crate::identity::sso::set_sign_in_settings(&self.state.store, p, meta, input).await?)
+    }
 }

@@ -17,7 +17,7 @@ use crate::model::{
 use crate::model::{
     AuditEntry, AuditFilter, ConnectionCheck, Group, GroupDetail, IdentityProvider, Job, JobDetail,
     Page, Policy, PolicyConfig, PolicyOverview, Pool, PortalOverview, Profile, Queue, SessionInfo,
-    SignInOptions, SignInSettings, Tenant, TenantSummary, User,
+    SignInOptions, SignInSettings, Tenant, TenantSummary, User, UserAccess,
 };
 
 #[cfg(feature = "ssr")]
@@ -106,6 +106,18 @@ mod ctx {
     fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
+}
+
+/// What can this user do (tenant admins).
+#[server(prefix = "/_sf", endpoint = "users/access")]
+pub async fn load_user_access(user_id: String) -> Result<UserAccess, AppError> {
+    ctx::answer(
+        async move {
+            let c = ctx::read()?;
+            c.backend.user_access(&c.principal, &user_id).await
+        }
+        .await,
+    )
 }
 
 /// The tenant's identity providers and its sign-in options (tenant admins).

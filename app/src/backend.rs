@@ -104,6 +104,7 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: SignInSettings,
     ) -> Result<SignInSettings, AppError>;
+    async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError>;
     /// Public: what a tenant's sign-in page offers.
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError>;
 }

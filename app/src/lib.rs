@@ -78,6 +78,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
                     <Route path=path!("/settings/groups/:id") view=GroupPage ssr=SsrMode::Async/>
                     <Route path=path!("/settings/sso") view=SsoSettingsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/users/:id/access") view=UserAccessPage ssr=SsrMode::Async/>
                 </ParentRoute>
             </Routes>
         </Router>

@@ -1,6 +1,7 @@
 //! Switchyard's server: REST API, Leptos SSR, and (in later work) scheduler, node control and
 //! gateway. One module per domain; each owns its tables, its REST router and its tests.
 
+pub mod access;
 pub mod api;
 pub mod audit;
 pub mod cli;

@@ -52,7 +52,9 @@ pub fn GroupPage() -> impl IntoView {
                                                             let gid = group_id.clone();
                                                             view! {
                                                                 <tr>
-                                                                    <td class=format!("{TD} font-mono")>{m.username.clone()}</td>
+                                                                    <td class=format!("{TD} font-mono")>
+                                                                        <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}/access", m.user_id) title="What can this user do">{m.username.clone()}</a>
+                                                                    </td>
                                                                     <td class=TD>{m.display_name}</td>
                                                                     <td class=format!("{TD} text-slate-500")>{format_ms(m.added_at)}</td>
                                                                     <td class=format!("{TD} text-right")>
@@ -72,6 +74,36 @@ pub fn GroupPage() -> impl IntoView {
                                         }}
                                         <div class="mt-3">{form_error(remove_value)}</div>
                                     </Card>
+                                    <div class="mt-6">
+                                        <Card title="Access rules">
+                                            {if d.rules.is_empty() {
+                                                view! { <p class="text-sm text-slate-600">"No access rules: members use the group's queues only. Rules are managed through /api/v1/access-rules."</p> }.into_any()
+                                            } else {
+                                                view! {
+                                                    <table class=TABLE data-testid="rules-table">
+                                                        <thead><tr><th class=TH>"Permission"</th><th class=TH>"On"</th><th class=TH>"Scope"</th><th class=TH>"Since"</th></tr></thead>
+                                                        <tbody class="divide-y divide-slate-100">
+                                                            {d.rules.into_iter().map(|r| {
+                                                                let scope = match (&r.resource_id, &r.project_id) {
+                                                                    (Some(id), _) => format!("one: {id}"),
+                                                                    (None, Some(p)) => format!("project subtree: {p}"),
+                                                                    (None, None) => "all".to_string(),
+                                                                };
+                                                                view! {
+                                                                    <tr>
+                                                                        <td class=format!("{TD} font-medium")>{r.permission.as_str()}</td>
+                                                                        <td class=TD>{format!("{}s", r.resource_kind.as_str())}</td>
+                                                                        <td class=format!("{TD} font-mono text-xs")>{scope}</td>
+                                                                        <td class=format!("{TD} text-slate-500")>{format_ms(r.created_at)}</td>
+                                                                    </tr>
+                                                                }
+                                                            }).collect_view()}
+                                                        </tbody>
+                                                    </table>
+                                                }.into_any()
+                                            }}
+                                        </Card>
+                                    </div>
                                 </div>
                                 <Card title="Add a member">
                                     {if d.candidates.is_empty() {

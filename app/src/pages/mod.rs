@@ -1,5 +1,6 @@
 //! One module per page.
 
+mod access;
 mod audit;
 mod chart;
 mod group;
@@ -11,6 +12,7 @@ mod settings;
 mod shell;
 mod sso;
 
+pub use access::UserAccessPage;
 pub use audit::AuditPage;
 pub use group::GroupPage;
 pub use login::{LoginPage, TenantLoginPage};

@@ -80,6 +80,7 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             OpenApiRouter::new()
                 .merge(crate::identity::api::router())
                 .merge(crate::identity::idp_api::router())
+                .merge(crate::access::api::router())
                 .merge(crate::tenancy::router())
                 .merge(crate::audit::api::router())
                 .merge(crate::scheduler::api::router()),

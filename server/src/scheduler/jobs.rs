@@ -95,18 +95,6 @@ pub async fn event(
     Ok(())
 }
 
-async fn is_member(store: &Store, p: &Principal, group_id: &str) -> ApiResult<bool> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3",
-    )
-    .bind(p.tenant_id())
-    .bind(group_id)
-    .bind(p.user_id())
-    .fetch_one(&store.pool)
-    .await?;
-    Ok(n > 0)
-}
-
 fn env_key_ok(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 128
@@ -130,12 +118,11 @@ async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<Qu
         }
         other => other?,
     };
-    let admin = p.me.is_tenant_admin || p.me.is_platform_admin;
-    if !admin && !is_member(store, p, &queue.group_id).await? {
+    if !crate::access::may_use_queue(store, p, &queue.id, &queue.group_id).await? {
         return Err(AppError::field(
             "queue_id",
             format!(
-                "only members of {} may submit to this queue",
+                "only members of {} (or groups granted `use` on this queue) may submit to it",
                 queue.group_name
             ),
         )

@@ -50,10 +50,16 @@ impl Backend for WebBackend {
             .into_iter()
             .filter(|u| !u.disabled && !members.iter().any(|m| m.user_id == u.id))
             .collect();
+        let rules = crate::access::list_rules(store, p)
+            .await?
+            .into_iter()
+            .filter(|r| r.group_id == group_id)
+            .collect();
         Ok(GroupDetail {
             group,
             members,
             candidates,
+            rules,
         })
     }
     async fn add_member(
@@ -210,5 +216,8 @@ impl Backend for WebBackend {
         input: SignInSettings,
     ) -> Result<SignInSettings, AppError> {
         Ok(crate::identity::sso::set_sign_in_settings(&self.state.store, p, meta, input).await?)
+    }
+    async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError> {
+        Ok(crate::access::user_access(&self.state.store, p, user_id).await?)
     }
 }

@@ -242,6 +242,20 @@ impl TestApp {
         r.body["token"].as_str().unwrap().to_string()
     }
 
+    /// The id of a user of the admin's tenant, by username.
+    pub async fn user_id(&self, admin: &str, username: &str) -> String {
+        let users = self.get("/api/v1/users", admin).await;
+        users.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["username"] == username)
+            .unwrap_or_else(|| panic!("no user {username}: {}", users.text))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// A tenant with an admin and a member; returns the tenant id.
     pub async fn seed_tenant(&self, slug: &str) -> String {
         let actor = Actor::system("test");

@@ -53,16 +53,7 @@ async fn group_queue(
     assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
     let gid = id(&g.body);
     if with_member {
-        let users = app.get("/api/v1/users", &s.admin).await;
-        let member_id = users.body["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["username"] == "member")
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let member_id = app.user_id(&s.admin, "member").await;
         let add = app
             .post(
                 &format!("/api/v1/groups/{gid}/members"),

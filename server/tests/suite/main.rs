@@ -3,6 +3,7 @@
 
 mod common;
 
+mod access;
 mod audit;
 mod auth;
 mod cli;

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod identity;
 pub mod metrics;
 pub mod scheduler;
+pub mod scim;
 pub mod state;
 pub mod store;
 pub mod tenancy;

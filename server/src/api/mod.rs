@@ -102,6 +102,7 @@ pub fn app(state: AppState) -> Router {
                 async move { ([(header::CONTENT_TYPE, "application/json")], body) }
             }),
         )
+        .merge(crate::scim::router())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics));

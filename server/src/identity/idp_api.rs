@@ -23,6 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(test_provider))
         .routes(routes!(set_sign_in_settings))
         .routes(routes!(sign_in_options))
+        .routes(routes!(issue_scim_token, revoke_scim_token))
 }
 
 /// The tenant's identity providers (secrets are never returned).
@@ -118,4 +119,31 @@ async fn sign_in_options(
     Path(tenant): Path<String>,
 ) -> ApiResult<Json<SignInOptions>> {
     Ok(Json(sso::sign_in_options(&s.store, &tenant).await?))
+}
+
+/// The tenant's SCIM token, shown once.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ScimToken {
+    /// Give it to the IdP's SCIM connector as the bearer token for `{public_url}/scim/v2`.
+    pub token: String,
+}
+
+/// Issue the tenant's SCIM bearer token (replacing any earlier one).
+#[utoipa::path(post, path = "/scim/token", tag = "sso", responses((status = 201, body = ScimToken), (status = 403, body = Problem)))]
+async fn issue_scim_token(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+) -> ApiResult<(StatusCode, Json<ScimToken>)> {
+    let token = crate::scim::issue_token(&s.store, &p, &meta).await?;
+    Ok((StatusCode::CREATED, Json(ScimToken { token })))
+}
+
+/// Revoke the tenant's SCIM token; SCIM requests fail from the next one.
+#[utoipa::path(delete, path = "/scim/token", tag = "sso", responses((status = 204), (status = 403, body = Problem)))]
+async fn revoke_scim_token(
+    State(s): State<AppState>,
+    Caller(p, meta): Caller,
+) -> ApiResult<StatusCode> {
+    crate::scim::revoke_token(&s.store, &p, &meta).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

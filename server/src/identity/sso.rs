@@ -745,25 +745,67 @@ pub async fn finish_login(
                 audit_failure(store, provider, meta, &who, Refusal::NoUsername.reason()).await;
                 return Ok(Finished::Refused(Refusal::NoUsername));
             };
-            let taken: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND username = $2",
+            let existing = sqlx::query(
+                "SELECT id, provisioned_by FROM users WHERE tenant_id = $1 AND username = $2",
             )
             .bind(&provider.tenant_id)
             .bind(&username)
-            .fetch_one(&mut *tx.tx)
+            .fetch_optional(&mut *tx.tx)
             .await?;
-            if taken > 0 {
+            // A user SCIM provisioned before their first sign-in is theirs: link it.
+            let provisioned = match &existing {
+                Some(r)
+                    if r.try_get::<Option<String>, _>("provisioned_by")?.as_deref()
+                        == Some("scim") =>
+                {
+                    let id: String = r.try_get("id")?;
+                    let linked: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM external_identities WHERE provider_id = $1 AND user_id = $2",
+                    )
+                    .bind(&provider.id)
+                    .bind(&id)
+                    .fetch_one(&mut *tx.tx)
+                    .await?;
+                    (linked == 0).then_some(id)
+                }
+                _ => None,
+            };
+            if let Some(id) = provisioned {
+                sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
+                    .bind(&provider.id)
+                    .bind(&login.subject)
+                    .bind(&provider.tenant_id)
+                    .bind(&id)
+                    .bind(now)
+                    .execute(&mut *tx.tx)
+                    .await?;
+                audit::append(
+                    &mut tx,
+                    now,
+                    Record {
+                        tenant_id: &provider.tenant_id,
+                        actor: &actor,
+                        action: "user.link",
+                        target_kind: "user",
+                        target_id: &id,
+                        summary: json!({"username": username, "via": provider.name, "subject": login.subject}),
+                        meta,
+                    },
+                )
+                .await?;
+                id
+            } else if existing.is_some() {
                 drop(tx);
                 audit_failure(store, provider, meta, &who, Refusal::UsernameTaken.reason()).await;
                 return Ok(Finished::Refused(Refusal::UsernameTaken));
-            }
-            let id = new_id();
-            let display = login
-                .display_name
-                .clone()
-                .filter(|d| !d.trim().is_empty())
-                .unwrap_or_else(|| username.clone());
-            sqlx::query(
+            } else {
+                let id = new_id();
+                let display = login
+                    .display_name
+                    .clone()
+                    .filter(|d| !d.trim().is_empty())
+                    .unwrap_or_else(|| username.clone());
+                sqlx::query(
                 "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at)
                  VALUES ($1, $2, $3, $4, $5, NULL, 0, 0, 0, $6)",
             )
@@ -775,7 +817,7 @@ pub async fn finish_login(
             .bind(now)
             .execute(&mut *tx.tx)
             .await?;
-            sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
+                sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
                 .bind(&provider.id)
                 .bind(&login.subject)
                 .bind(&provider.tenant_id)
@@ -783,7 +825,7 @@ pub async fn finish_login(
                 .bind(now)
                 .execute(&mut *tx.tx)
                 .await?;
-            audit::append(
+                audit::append(
                 &mut tx,
                 now,
                 Record {
@@ -797,7 +839,8 @@ pub async fn finish_login(
                 },
             )
             .await?;
-            id
+                id
+            }
         }
     };
     let me = load_me(&mut tx, &provider.tenant_id, &user_id).await?;

@@ -13,5 +13,6 @@ mod isolation;
 mod jobs;
 mod ldap;
 mod policies;
+mod scim;
 mod sso;
 mod store;

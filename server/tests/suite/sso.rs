@@ -21,7 +21,8 @@ both_stores!(
     oidc_sign_in_creates_the_user_and_syncs_groups,
     oidc_negative_cases_leave_no_session,
     losing_an_idp_group_revokes_access_at_once,
-    idp_settings_are_validated_and_secrets_stay_hidden
+    idp_settings_are_validated_and_secrets_stay_hidden,
+    scim_provisioned_users_are_linked_at_first_sign_in
 );
 
 /// The test provider, killed on drop.
@@ -655,5 +656,41 @@ async fn idp_settings_are_validated_and_secrets_stay_hidden(kind: Kind) {
         .call(Method::GET, "/api/v1/sign-in/acme", None, None)
         .await;
     assert_eq!(options.body["password_login"], false);
+    app.finish().await;
+}
+
+/// A user SCIM pushed before their first sign-in is linked, not refused or duplicated, and
+/// keeps the groups SCIM gave them.
+async fn scim_provisioned_users_are_linked_at_first_sign_in(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let admin = app.login("acme", "admin").await;
+    let mut idp = Idp::start().await;
+    add_provider(&app, &admin, &idp, json!({})).await;
+    let token = app.post("/api/v1/scim/token", &admin, json!({})).await.body["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("/scim/v2/Users")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::CONTENT_TYPE, "application/scim+json")
+        .body(Body::from(
+            json!({"userName": "bob", "displayName": "Bob (SCIM)"}).to_string(),
+        ))
+        .unwrap();
+    let pushed = app.raw(req).await;
+    assert_eq!(pushed.status, StatusCode::CREATED, "{}", pushed.text);
+    let session = sign_in(&app, &mut idp, "acme", "bob", "bob-pw").await;
+    let who = me(&app, &session).await;
+    assert_eq!(who.body["user_id"], pushed.body["id"], "the same account");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM users WHERE username = 'bob'")
+            .await,
+        1
+    );
+    let linked = app.get("/api/v1/audit?action=user.link", &admin).await;
+    assert_eq!(linked.body["items"][0]["actor_name"], "idp:corp");
     app.finish().await;
 }

@@ -2,7 +2,7 @@
 // A real SAML 2.0 Identity Provider for the end-to-end suite.
 //
 // Built on `samlify` (IdP metadata, AuthnRequest parsing with XML-schema
-// validation through `@authenio/samlify-node-xmllint`, and XML-DSig signing
+// validation through `@authenio/samlify-xmllint-wasm`, and XML-DSig signing
 // through samlify's SamlLib.constructSAMLSignature, which drives `xml-crypto`).
 // The signing certificate is made at startup: the RSA key pair by node:crypto,
 // the self-signed X.509 certificate around it by `node-forge` (pure JS, so no
@@ -58,7 +58,7 @@
 import { createServer } from 'node:http';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import samlify from 'samlify';
-import xmllintValidator from '@authenio/samlify-node-xmllint';
+import xmllintValidator from '@authenio/samlify-xmllint-wasm';
 import forge from 'node-forge';
 
 // --- settings -----------------------------------------------------------------
@@ -195,7 +195,14 @@ const otherSigning = makeKeyAndCert('Switchyard test SAML IdP (other key)');
 
 // --- samlify entities -------------------------------------------------------------
 
-// samlify refuses to parse anything without a schema validator.
+// samlify refuses to parse anything without a schema validator. This one is
+// libxml2's xmllint compiled to WebAssembly (runs in a worker thread, ~0.1 s a
+// document) with the SAML 2.0 protocol/assertion, xmldsig and xenc schemas.
+// (@authenio/samlify-node-xmllint, the older emscripten build, prints a blank
+// line to stdout and leaks process listeners on every call: not used.)
+// On a schema failure it logs the xmllint result with console.debug, which
+// goes to stdout; send that to stderr so stdout only carries the ready line.
+console.debug = (...args) => console.error(...args);
 samlify.setSchemaValidator(xmllintValidator);
 
 // samlify warns on construction that there is no SingleLogoutService (this IdP
@@ -363,12 +370,14 @@ async function parseAuthnRequest(samlRequestRaw, binding) {
     const how = binding === 'redirect' ? 'base64 + raw DEFLATE' : 'base64';
     throw new HttpError(400, 'Bad request', `SAMLRequest is not ${how} encoded XML (${err.message})`);
   }
+  // xmldom, as samlify configures it (no external entities); the schema check
+  // follows in step 2.
+  let peek;
   try {
-    await samlify.SamlLib.isValidXml(xml); // schema validation before any XPath
-  } catch {
-    throw new HttpError(400, 'Bad request', 'SAMLRequest does not validate against the SAML 2.0 schema');
+    peek = samlify.Extractor.extract(xml, samlify.Extractor.loginRequestFields);
+  } catch (err) {
+    throw new HttpError(400, 'Bad request', `SAMLRequest is not well-formed XML (${err.message})`);
   }
-  const peek = samlify.Extractor.extract(xml, samlify.Extractor.loginRequestFields);
   const issuer = typeof peek.issuer === 'string' ? peek.issuer.trim() : '';
   if (!peek.request || !issuer) {
     throw new HttpError(400, 'Bad request', 'SAMLRequest is not an AuthnRequest with an Issuer');
@@ -385,7 +394,10 @@ async function parseAuthnRequest(samlRequestRaw, binding) {
       ? await idp.parseLoginRequest(spEntry.sp, 'redirect', { query: { SAMLRequest: samlRequest } })
       : await idp.parseLoginRequest(spEntry.sp, 'post', { body: { SAMLRequest: samlRequest } });
   } catch (err) {
-    throw new HttpError(400, 'Bad request', `AuthnRequest rejected: ${err.message || err}`);
+    const why = String(err?.message || err);
+    throw new HttpError(400, 'Bad request', why === 'ERR_INVALID_XML'
+      ? 'AuthnRequest does not validate against the SAML 2.0 schema (xmllint output on the IdP stderr)'
+      : `AuthnRequest rejected: ${why}`);
   }
   const request = parsed.extract.request || {};
   const id = request.id;
@@ -395,7 +407,7 @@ async function parseAuthnRequest(samlRequestRaw, binding) {
   // another one is refused rather than silently redirected.
   const askedAcs = request.assertionConsumerServiceUrl || request.assertionConsumerServiceURL;
   if (askedAcs && askedAcs !== spEntry.acsUrl) {
-    throw new HttpError(403, 'Bad request', `AssertionConsumerServiceURL ${askedAcs} is not registered for ${issuer}`);
+    throw new HttpError(403, 'Unregistered ACS URL', `AssertionConsumerServiceURL ${askedAcs} is not registered for ${issuer}`);
   }
   return {
     spEntry, id, acsUrl: spEntry.acsUrl, samlRequest, binding,

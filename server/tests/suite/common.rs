@@ -351,6 +351,17 @@ impl TestApp {
     }
 }
 
+/// A test that has not finished after three minutes is stuck: fail it with its name rather
+/// than hang the whole run (and CI) forever.
+pub async fn bounded(name: &str, test: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(std::time::Duration::from_secs(180), test)
+        .await
+        .is_err()
+    {
+        panic!("{name} did not finish within 180 s");
+    }
+}
+
 /// Runs an async test body once on SQLite and once on PostgreSQL.
 #[macro_export]
 macro_rules! both_stores {
@@ -359,11 +370,11 @@ macro_rules! both_stores {
             mod $name {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn sqlite() {
-                    super::$name($crate::common::Kind::Sqlite).await
+                    $crate::common::bounded(stringify!($name), super::$name($crate::common::Kind::Sqlite)).await
                 }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn postgres() {
-                    super::$name($crate::common::Kind::Postgres).await
+                    $crate::common::bounded(stringify!($name), super::$name($crate::common::Kind::Postgres)).await
                 }
             }
         )*

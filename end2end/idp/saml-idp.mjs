@@ -51,6 +51,21 @@
 //
 // There is no IdP session: every AuthnRequest shows the login form.
 //
+// Signatures: enveloped XML-DSig, RSA-SHA256 with SHA-256 digests, exclusive
+// C14N; the <ds:Signature> sits right after the signed element's <saml:Issuer>
+// and references it by its `ID` attribute; KeyInfo holds the X.509 certificate.
+// Checking one by hand with xmlsec1 (Debian package xmlsec1), the metadata
+// certificate saved from GET /__test/cert as cert.pem and the decoded
+// response (GET /__test/last) as resp.xml:
+//   xmlsec1 --verify --enabled-key-data key-name --pubkey-cert-pem cert.pem \
+//     --id-attr:ID urn:oasis:names:tc:SAML:2.0:assertion:Assertion resp.xml
+// (`--enabled-key-data key-name` makes xmlsec1 ignore the certificate in
+// KeyInfo and use only cert.pem, as a service provider pinning the metadata
+// key does.) With SAML_SIGN_RESPONSE=1 there are two signatures; add
+//   --id-attr:ID urn:oasis:names:tc:SAML:2.0:protocol:Response
+// and pick one with --node-xpath "/*[local-name()='Response']/*[local-name()='Signature']"
+// or --node-xpath "//*[local-name()='Assertion']/*[local-name()='Signature']".
+//
 // Prints exactly one line to stdout when listening:
 //   saml-idp ready at http://127.0.0.1:<port>
 // Exits 0 on SIGTERM / SIGINT.

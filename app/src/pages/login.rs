@@ -170,7 +170,9 @@ pub fn TenantLoginPage() -> impl IntoView {
                                             let href = format!("{}{}", pr.start_url, suffix);
                                             view! {
                                                 <li>
-                                                    <a href=href class=format!("{BUTTON} w-full justify-center")>
+                                                    // `rel=external`: a full page load to the server's redirect,
+                                                    // not a client-side route change.
+                                                    <a href=href rel="external" class=format!("{BUTTON} w-full justify-center")>
                                                         "Sign in with " {pr.display_name}
                                                     </a>
                                                 </li>

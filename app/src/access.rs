@@ -195,7 +195,7 @@ pub fn effective(subject: &Subject, rules: &[Rule], target: &Target) -> Option<P
     }
     rules
         .iter()
-        .filter(|r| r.kind == target.kind && subject.groups.iter().any(|g| *g == r.group_id))
+        .filter(|r| r.kind == target.kind && subject.groups.contains(&r.group_id))
         .filter(|r| match &r.scope {
             Scope::All => true,
             Scope::Resource(id) => id == target.id,

@@ -317,24 +317,17 @@ fn table(kind: ResourceKind) -> &'static str {
     }
 }
 
-struct AssetRow {
-    asset: Asset,
-}
-
-fn asset_from_row(kind: ResourceKind, r: &AnyRow) -> Result<AssetRow, sqlx::Error> {
-    Ok(AssetRow {
-        asset: Asset {
-            id: r.try_get("id")?,
-            kind,
-            project_id: r.try_get("project_id")?,
-            name: r.try_get("name")?,
-            location_uri: r.try_get("location_uri")?,
-            metadata: serde_json::from_str(&r.try_get::<String, _>("metadata")?)
-                .unwrap_or_default(),
-            owner_id: r.try_get("owner_id")?,
-            permission: Permission::View,
-            created_at: r.try_get("created_at")?,
-        },
+fn asset_from_row(kind: ResourceKind, r: &AnyRow) -> Result<Asset, sqlx::Error> {
+    Ok(Asset {
+        id: r.try_get("id")?,
+        kind,
+        project_id: r.try_get("project_id")?,
+        name: r.try_get("name")?,
+        location_uri: r.try_get("location_uri")?,
+        metadata: serde_json::from_str(&r.try_get::<String, _>("metadata")?).unwrap_or_default(),
+        owner_id: r.try_get("owner_id")?,
+        permission: Permission::View,
+        created_at: r.try_get("created_at")?,
     })
 }
 
@@ -343,7 +336,7 @@ async fn with_permissions(
     store: &Store,
     p: &Principal,
     kind: ResourceKind,
-    rows: Vec<AssetRow>,
+    rows: Vec<Asset>,
 ) -> Result<Vec<Asset>, sqlx::Error> {
     let groups = groups_of(store, p).await?;
     let rules = rules_for(store, p.tenant_id(), kind).await?;
@@ -354,8 +347,7 @@ async fn with_permissions(
     };
     let mut chains: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut out = Vec::new();
-    for r in rows {
-        let mut a = r.asset;
+    for mut a in rows {
         if !chains.contains_key(&a.project_id) {
             let c = project_chain(store, p.tenant_id(), &a.project_id).await?;
             chains.insert(a.project_id.clone(), c);
@@ -560,6 +552,16 @@ pub async fn delete_asset(
 
 // ---- what can this user do ----------------------------------------------------------------
 
+/// (kind, id, name, project, owner, the group a queue belongs to)
+type Reachable = (
+    ResourceKind,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 /// For admins: a user's groups and every queue, model, dataset and project they reach, with
 /// the permission and where it comes from.
 pub async fn user_access(store: &Store, p: &Principal, user_id: &str) -> ApiResult<UserAccess> {
@@ -585,15 +587,7 @@ pub async fn user_access(store: &Store, p: &Principal, user_id: &str) -> ApiResu
     };
     let admin = user.is_tenant_admin || user.is_platform_admin;
     let mut grants = Vec::new();
-    // (kind, id, name, project, owner, implicit group)
-    let mut resources: Vec<(
-        ResourceKind,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    )> = Vec::new();
+    let mut resources: Vec<Reachable> = Vec::new();
     for r in sqlx::query("SELECT q.id, q.name, pl.group_id FROM queues q JOIN policies pl ON pl.id = q.policy_id WHERE q.tenant_id = $1 ORDER BY q.name")
         .bind(p.tenant_id())
         .fetch_all(&store.pool)

@@ -277,7 +277,7 @@ pub async fn finish(
             .ok_or_else(|| OidcError::Token("the IdP returned no ID token".into()))?;
         let verifier = client.id_token_verifier();
         match id_token.claims(&verifier, &Nonce::new(pending.nonce.clone())) {
-            Ok(_) => return Ok(login_from(o, &id_token.to_string())?),
+            Ok(_) => return login_from(o, &id_token.to_string()),
             Err(e) => {
                 let msg = chain(&e);
                 let key_problem = msg.contains("signature") || msg.contains("key");

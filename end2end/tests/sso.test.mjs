@@ -135,5 +135,18 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   await page.waitForSelector('[data-field-error="oidc.issuer"]');
   assert.match(await page.textContent('[data-field-error="oidc.issuer"]'), /https/);
   await shot(page, 'sso-settings');
+
+  // The IdP put olivia into ml-research: the group page lists her, and her page says what she can do.
+  await page.goto(`${BASE}/settings`);
+  await page.click('a:has-text("ml-research")');
+  await page.waitForSelector('[data-testid=members-table]');
+  await page.click('[data-testid=members-table] a:has-text("olivia")');
+  await page.waitForSelector('[data-testid=grants-table]');
+  const grants = await page.textContent('[data-testid=grants-table]');
+  assert.match(grants, /queue/);
+  assert.match(grants, /use/);
+  assert.match(grants, /ml-research/);
+  assert.match(await page.textContent('[data-testid=user-groups]'), /ml-research/);
+  await shot(page, 'user-access');
   await context.close();
 });

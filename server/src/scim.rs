@@ -60,6 +60,15 @@ impl ScimError {
     }
 }
 
+/// A unique-key violation is SCIM's 409 `uniqueness`; anything else a database error.
+fn unique_or(e: sqlx::Error, what: &str) -> ScimError {
+    if crate::store::is_unique_violation(&e) {
+        ScimError::new(StatusCode::CONFLICT, Some("uniqueness"), what.to_string())
+    } else {
+        e.into()
+    }
+}
+
 impl From<sqlx::Error> for ScimError {
     fn from(e: sqlx::Error) -> Self {
         tracing::error!(error = %e, "scim: database error");
@@ -498,15 +507,7 @@ async fn create_user(
     .execute(&mut *tx.tx)
     .await;
     if let Err(e) = inserted {
-        return Err(if crate::store::is_unique_violation(&e) {
-            ScimError::new(
-                StatusCode::CONFLICT,
-                Some("uniqueness"),
-                "a user with this userName exists",
-            )
-        } else {
-            e.into()
-        });
+        return Err(unique_or(e, "a user with this userName exists"));
     }
     record(&mut tx, &tenant, &meta, "user.create", "user", &id, json!({"username": input.username, "display_name": input.display_name, "email": input.email, "via": "scim", "active": input.active})).await?;
     tx.commit().await?;
@@ -553,15 +554,7 @@ async fn write_user(
             .execute(&mut *tx.tx)
             .await;
         if let Err(e) = r {
-            return Err(if crate::store::is_unique_violation(&e) {
-                ScimError::new(
-                    StatusCode::CONFLICT,
-                    Some("uniqueness"),
-                    "a user with this userName exists",
-                )
-            } else {
-                e.into()
-            });
+            return Err(unique_or(e, "a user with this userName exists"));
         }
     }
     if !input.active {
@@ -941,15 +934,7 @@ async fn create_group(
         .execute(&mut *tx.tx)
         .await;
     if let Err(e) = r {
-        return Err(if crate::store::is_unique_violation(&e) {
-            ScimError::new(
-                StatusCode::CONFLICT,
-                Some("uniqueness"),
-                "a group with this name exists",
-            )
-        } else {
-            e.into()
-        });
+        return Err(unique_or(e, "a group with this name exists"));
     }
     record(
         &mut tx,

@@ -771,14 +771,7 @@ pub async fn finish_login(
                 _ => None,
             };
             if let Some(id) = provisioned {
-                sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
-                    .bind(&provider.id)
-                    .bind(&login.subject)
-                    .bind(&provider.tenant_id)
-                    .bind(&id)
-                    .bind(now)
-                    .execute(&mut *tx.tx)
-                    .await?;
+                link(&mut tx, provider, &login.subject, &id, now).await?;
                 audit::append(
                     &mut tx,
                     now,
@@ -817,14 +810,7 @@ pub async fn finish_login(
             .bind(now)
             .execute(&mut *tx.tx)
             .await?;
-                sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
-                .bind(&provider.id)
-                .bind(&login.subject)
-                .bind(&provider.tenant_id)
-                .bind(&id)
-                .bind(now)
-                .execute(&mut *tx.tx)
-                .await?;
+                link(&mut tx, provider, &login.subject, &id, now).await?;
                 audit::append(
                 &mut tx,
                 now,
@@ -895,6 +881,25 @@ pub async fn finish_login(
         me: Box::new(me),
         session,
     })
+}
+
+/// Records which IdP subject is which user.
+async fn link(
+    tx: &mut WriteTx,
+    provider: &ProviderRow,
+    subject: &str,
+    user_id: &str,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
+        .bind(&provider.id)
+        .bind(subject)
+        .bind(&provider.tenant_id)
+        .bind(user_id)
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
 }
 
 async fn load_me(

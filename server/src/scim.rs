@@ -696,18 +696,7 @@ async fn delete_user(
         .pop()
         .ok_or_else(ScimError::not_found)?;
     let mut tx = state.store.begin_write().await?;
-    for sql in [
-        "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM api_tokens WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM users WHERE tenant_id = $1 AND id = $2",
-    ] {
-        sqlx::query(sql)
-            .bind(&tenant)
-            .bind(&id)
-            .execute(&mut *tx.tx)
-            .await?;
-    }
+    crate::identity::directory::purge_user(&mut tx, &tenant, &id).await?;
     record(
         &mut tx,
         &tenant,

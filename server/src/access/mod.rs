@@ -65,30 +65,32 @@ pub async fn rules_for(
         .collect()
 }
 
-/// A project and its ancestors, nearest first (at most 32 levels).
-pub async fn project_chain(
+/// Every project of the tenant with its parent, read once per request.
+pub async fn project_parents(
     store: &Store,
     tenant_id: &str,
-    project_id: &str,
-) -> Result<Vec<String>, sqlx::Error> {
-    let all: BTreeMap<String, Option<String>> =
-        sqlx::query("SELECT id, parent_id FROM projects WHERE tenant_id = $1")
-            .bind(tenant_id)
-            .fetch_all(&store.pool)
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get("id")?, r.try_get("parent_id")?)))
-            .collect::<Result<_, sqlx::Error>>()?;
+) -> Result<BTreeMap<String, Option<String>>, sqlx::Error> {
+    sqlx::query("SELECT id, parent_id FROM projects WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_all(&store.pool)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get("id")?, r.try_get("parent_id")?)))
+        .collect()
+}
+
+/// A project and its ancestors, nearest first (at most 32 levels).
+pub fn project_chain(parents: &BTreeMap<String, Option<String>>, project_id: &str) -> Vec<String> {
     let mut chain = Vec::new();
     let mut cur = Some(project_id.to_string());
     while let Some(id) = cur {
-        if chain.len() >= 32 || chain.contains(&id) || !all.contains_key(&id) {
+        if chain.len() >= 32 || chain.contains(&id) || !parents.contains_key(&id) {
             break;
         }
-        cur = all.get(&id).cloned().flatten();
+        cur = parents.get(&id).cloned().flatten();
         chain.push(id);
     }
-    Ok(chain)
+    chain
 }
 
 fn is_admin(p: &Principal) -> bool {
@@ -345,17 +347,14 @@ async fn with_permissions(
         groups: &groups,
         tenant_admin: is_admin(p),
     };
-    let mut chains: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let parents = project_parents(store, p.tenant_id()).await?;
     let mut out = Vec::new();
     for mut a in rows {
-        if !chains.contains_key(&a.project_id) {
-            let c = project_chain(store, p.tenant_id(), &a.project_id).await?;
-            chains.insert(a.project_id.clone(), c);
-        }
+        let chain = project_chain(&parents, &a.project_id);
         let target = Target {
             kind,
             id: &a.id,
-            projects: chains.get(&a.project_id).map(Vec::as_slice).unwrap_or(&[]),
+            projects: &chain,
             owner: a.owner_id.as_deref(),
         };
         if let Some(perm) = effective(&subject, &rules, &target) {
@@ -455,7 +454,10 @@ pub async fn create_asset(
     if !is_admin(p) {
         let groups = groups_of(store, p).await?;
         let rules = rules_for(store, p.tenant_id(), ResourceKind::Project).await?;
-        let chain = project_chain(store, p.tenant_id(), &input.project_id).await?;
+        let chain = project_chain(
+            &project_parents(store, p.tenant_id()).await?,
+            &input.project_id,
+        );
         let subject = Subject {
             user_id: p.user_id(),
             groups: &groups,
@@ -636,6 +638,7 @@ pub async fn user_access(store: &Store, p: &Principal, user_id: &str) -> ApiResu
             None,
         ));
     }
+    let parents = project_parents(store, p.tenant_id()).await?;
     let mut rules_by_kind: BTreeMap<&'static str, Vec<Rule>> = BTreeMap::new();
     for (kind, id, name, project, owner, implicit) in resources {
         if !rules_by_kind.contains_key(kind.as_str()) {
@@ -646,7 +649,7 @@ pub async fn user_access(store: &Store, p: &Principal, user_id: &str) -> ApiResu
             .cloned()
             .unwrap_or_default();
         let chain = match &project {
-            Some(pid) => project_chain(store, p.tenant_id(), pid).await?,
+            Some(pid) => project_chain(&parents, pid),
             None => Vec::new(),
         };
         let target = Target {

@@ -12,7 +12,7 @@ use super::{password, require};
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
-use crate::store::{flag, new_id, Store};
+use crate::store::{flag, new_id, Store, WriteTx};
 
 /// `limit` and `cursor` of a list request.
 #[derive(Clone, Debug, Default, serde::Deserialize, utoipa::IntoParams)]
@@ -363,6 +363,23 @@ pub async fn update_user(
     get_user(store, p, id).await
 }
 
+/// Deletes a user with their sessions, tokens and memberships, inside the caller's transaction.
+pub async fn purge_user(tx: &mut WriteTx, tenant_id: &str, id: &str) -> Result<(), sqlx::Error> {
+    for sql in [
+        "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
+        "DELETE FROM api_tokens WHERE tenant_id = $1 AND user_id = $2",
+        "DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2",
+        "DELETE FROM users WHERE tenant_id = $1 AND id = $2",
+    ] {
+        sqlx::query(sql)
+            .bind(tenant_id)
+            .bind(id)
+            .execute(&mut *tx.tx)
+            .await?;
+    }
+    Ok(())
+}
+
 pub async fn delete_user(
     store: &Store,
     p: &Principal,
@@ -376,18 +393,7 @@ pub async fn delete_user(
     }
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    for sql in [
-        "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM api_tokens WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM users WHERE tenant_id = $1 AND id = $2",
-    ] {
-        sqlx::query(sql)
-            .bind(p.tenant_id())
-            .bind(id)
-            .execute(&mut *tx.tx)
-            .await?;
-    }
+    purge_user(&mut tx, p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
         now,

@@ -583,7 +583,7 @@ impl Refusal {
         match self {
             Refusal::NotInRequiredGroup => "sso_denied",
             Refusal::UsernameTaken => "sso_account",
-            Refusal::NoUsername => "sso_account",
+            Refusal::NoUsername => "sso_username",
             Refusal::Disabled => "sso_disabled",
         }
     }

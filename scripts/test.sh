@@ -41,7 +41,8 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 if ! kill -0 "$server" 2>/dev/null; then echo "[test] the server did not start:"; cat "$work/server.log"; exit 1; fi
-# Real identity providers for the SSO browser tests: npm oidc-provider and Debian's slapd.
+# Real identity providers for the SSO browser tests: npm oidc-provider, a samlify SAML IdP
+# and Debian's slapd.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 oidc_port=$(free_port)
 OIDC_PORT=$oidc_port \
@@ -49,16 +50,25 @@ OIDC_PORT=$oidc_port \
   OIDC_USERS='[{"sub":"u-olivia","username":"olivia","password":"olivia-pw","email":"olivia@acme.test","name":"Olivia Ops","groups":["ml-research"]}]' \
   node end2end/idp/oidc-provider.mjs >"$work/oidc.log" 2>&1 &
 oidc=$!
+saml_port=$(free_port)
+SAML_PORT=$saml_port \
+  SAML_SPS="[{\"entity_id\":\"http://127.0.0.1:$port/auth/saml/acme/corp-saml/metadata\",\"acs_url\":\"http://127.0.0.1:$port/auth/saml/acme/corp-saml/acs\"}]" \
+  SAML_USERS='[{"username":"sam","password":"sam-pw","email":"sam@acme.test","name":"Sam Saml","groups":["ml-research"]}]' \
+  node end2end/idp/saml-idp.mjs >"$work/saml.log" 2>&1 &
+saml=$!
 ldap_port=$(free_port)
 LDAP_DIR="$work/slapd" bash end2end/idp/ldap.sh start "$ldap_port" >"$work/ldap.log" 2>&1
 cleanup() {
-  kill "$server" "$oidc" 2>/dev/null || true; wait "$server" "$oidc" 2>/dev/null || true
+  kill "$server" "$oidc" "$saml" 2>/dev/null || true; wait "$server" "$oidc" "$saml" 2>/dev/null || true
   LDAP_DIR="$work/slapd" bash end2end/idp/ldap.sh stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
-for _ in $(seq 1 40); do curl -fs "http://127.0.0.1:$oidc_port/__test/health" >/dev/null 2>&1 && break; sleep 0.5; done
+for p in "$oidc_port" "$saml_port"; do
+  for _ in $(seq 1 40); do curl -fs "http://127.0.0.1:$p/__test/health" >/dev/null 2>&1 && break; sleep 0.5; done
+done
 rm -rf end2end/screenshots
 if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$port" SWITCHYARD_E2E_OIDC="http://127.0.0.1:$oidc_port" \
+  SWITCHYARD_E2E_SAML="http://127.0.0.1:$saml_port" \
   SWITCHYARD_E2E_LDAP="ldap://127.0.0.1:$ldap_port" node --test --test-concurrency=1 end2end/tests/ 2>&1 | tee -a "$log"; then
   echo "[test] server log:"; tail -50 "$work/server.log"; exit 1
 fi

@@ -11,8 +11,8 @@ use crate::error::AppError;
 #[cfg(feature = "ssr")]
 use crate::model::{
     AbortSpec, Auth, CreateGroup, CreatePool, CreateProfile, CreateQueue, CreateTenant, CreateUser,
-    GroupSync, LdapSettings, OidcSettings, PoolNode, Principal, RequestMeta, SaveIdentityProvider,
-    SetPolicy, SubmitJob,
+    GroupSync, LdapSettings, OidcSettings, PoolNode, Principal, RequestMeta, SamlSettings,
+    SaveIdentityProvider, SetPolicy, SubmitJob,
 };
 use crate::model::{
     AuditEntry, AuditFilter, ConnectionCheck, Group, GroupDetail, IdentityProvider, Job, JobDetail,
@@ -179,6 +179,7 @@ pub async fn create_oidc_idp(
                     ..Default::default()
                 }),
                 ldap: None,
+                saml: None,
                 client_secret: opt(client_secret),
                 sync: GroupSync {
                     required_groups: lines(&required_groups),
@@ -225,8 +226,48 @@ pub async fn create_ldap_idp(
                     group_base_dn: opt(group_base_dn),
                     ..Default::default()
                 }),
+                saml: None,
                 client_secret: opt(bind_password),
                 sync: GroupSync::default(),
+            };
+            c.backend.create_idp(&c.principal, &c.meta, input).await
+        }
+        .await,
+    )
+}
+
+/// Add a SAML 2.0 identity provider from the settings page: its metadata by URL or pasted.
+#[server(prefix = "/_sf", endpoint = "idp/saml")]
+pub async fn create_saml_idp(
+    csrf: String,
+    name: String,
+    display_name: String,
+    metadata_url: String,
+    metadata_xml: String,
+    groups_attribute: String,
+    required_groups: String,
+) -> Result<IdentityProvider, AppError> {
+    ctx::answer(
+        async move {
+            let c = ctx::write(&csrf)?;
+            let input = SaveIdentityProvider {
+                name,
+                display_name,
+                kind: "saml".into(),
+                enabled: true,
+                oidc: None,
+                ldap: None,
+                saml: Some(SamlSettings {
+                    idp_metadata_url: opt(metadata_url),
+                    idp_metadata_xml: opt(metadata_xml),
+                    groups_attribute: opt(groups_attribute),
+                    ..Default::default()
+                }),
+                client_secret: None,
+                sync: GroupSync {
+                    required_groups: lines(&required_groups),
+                    ..Default::default()
+                },
             };
             c.backend.create_idp(&c.principal, &c.meta, input).await
         }

@@ -783,6 +783,43 @@ pub struct LdapSettings {
     pub name_attr: Option<String>,
 }
 
+/// A SAML 2.0 identity provider: where it is, which keys sign its assertions, and which
+/// attributes say who the user is. Give `idp_metadata_url` or `idp_metadata_xml` and the IdP
+/// fields are read from the metadata when the provider is saved; or give the fields yourself.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SamlSettings {
+    /// Read at save and again at "test connection".
+    #[serde(default)]
+    pub idp_metadata_url: Option<String>,
+    /// The IdP's metadata document, pasted or uploaded; only its fields below are kept.
+    #[serde(default, skip_serializing)]
+    pub idp_metadata_xml: Option<String>,
+    /// The IdP's entity ID (the `Issuer` of its assertions).
+    #[serde(default)]
+    pub idp_entity_id: String,
+    /// The IdP's single sign-on URL for the HTTP-Redirect binding.
+    #[serde(default)]
+    pub idp_sso_url: String,
+    /// The IdP's signing certificates (PEM or base64 DER); a response or its assertion must
+    /// be signed by one of them.
+    #[serde(default)]
+    pub idp_certificates: Vec<String>,
+    /// The attribute used as the Switchyard username (default: the `NameID`).
+    #[serde(default)]
+    pub username_attribute: Option<String>,
+    /// Default `email`.
+    #[serde(default)]
+    pub email_attribute: Option<String>,
+    /// Default `displayName`.
+    #[serde(default)]
+    pub name_attribute: Option<String>,
+    /// A multi-valued attribute of group names or DNs (default `groups`).
+    #[serde(default)]
+    pub groups_attribute: Option<String>,
+}
+
 /// Which IdP groups become which Switchyard groups, and who may sign in at all.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
@@ -820,15 +857,21 @@ pub struct IdentityProvider {
     pub name: String,
     /// On the sign-in button.
     pub display_name: String,
-    /// `oidc` or `ldap`.
+    /// `oidc`, `saml` or `ldap`.
     pub kind: String,
     pub enabled: bool,
     pub oidc: Option<OidcSettings>,
     pub ldap: Option<LdapSettings>,
+    #[serde(default)]
+    pub saml: Option<SamlSettings>,
     pub sync: GroupSync,
     pub has_client_secret: bool,
-    /// Where the IdP must send users back (register it at the IdP).
+    /// Where the IdP must send users back (register it at the IdP): the OIDC redirect URI, or
+    /// the SAML assertion consumer service URL. Empty for LDAP.
     pub redirect_uri: String,
+    /// SAML: this service provider's entity ID, which is also where its metadata is served.
+    #[serde(default)]
+    pub sp_entity_id: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -848,6 +891,8 @@ pub struct SaveIdentityProvider {
     pub oidc: Option<OidcSettings>,
     #[serde(default)]
     pub ldap: Option<LdapSettings>,
+    #[serde(default)]
+    pub saml: Option<SamlSettings>,
     /// OIDC: the client secret; LDAP: the service account's password.
     #[serde(default)]
     pub client_secret: Option<String>,

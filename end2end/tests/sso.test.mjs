@@ -1,13 +1,17 @@
 // Single sign-on in a real browser against real identity providers started by scripts/test.sh:
-// npm oidc-provider (OIDC, its own login form) and Debian's slapd (LDAP). A tenant admin adds
-// both through the API; users sign in from the tenant's sign-in page; a tampered ID token
-// lands back on the sign-in page with a message and no session.
+// npm oidc-provider (OIDC, its own login form), a samlify SAML 2.0 IdP (its own login form and
+// HTTP-POST auto-submit) and Debian's slapd (LDAP). A tenant admin adds all three through the
+// API; users sign in from the tenant's sign-in page; a tampered ID token or SAML response lands
+// back on the sign-in page with a message and no session.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BASE, PASSWORD, launch, shot, hydrated, unique } from './helpers.mjs';
 
 const OIDC = process.env.SWITCHYARD_E2E_OIDC;
 const LDAP = process.env.SWITCHYARD_E2E_LDAP;
+const SAML = process.env.SWITCHYARD_E2E_SAML;
+// scripts/test.sh registers this provider's SP (entity ID and ACS) at the SAML IdP.
+const SAML_NAME = 'corp-saml';
 
 let browser;
 let token;
@@ -24,7 +28,7 @@ async function api(method, path, body) {
 }
 
 before(async () => {
-  assert.ok(OIDC && LDAP, 'scripts/test.sh starts the OIDC provider and slapd and sets SWITCHYARD_E2E_OIDC/LDAP');
+  assert.ok(OIDC && LDAP && SAML, 'scripts/test.sh starts the IdPs and sets SWITCHYARD_E2E_OIDC/LDAP/SAML');
   browser = await launch();
   const login = await api('POST', '/auth/login', { tenant: 'acme', username: 'alice', password: PASSWORD });
   token = login.body.token;
@@ -38,6 +42,42 @@ before(async () => {
     ldap: { url: LDAP, user_dn_template: 'uid={username},ou=people,dc=acme,dc=test' },
   });
   assert.equal(ldap.status, 201, JSON.stringify(ldap.body));
+  const saml = await api('POST', '/idp', {
+    name: SAML_NAME, display_name: 'Acme ADFS', kind: 'saml',
+    saml: { idp_metadata_url: `${SAML}/metadata` },
+  });
+  assert.ok(saml.status === 201 || saml.status === 409, JSON.stringify(saml.body));
+});
+
+async function samlSignIn(page, username, password) {
+  await page.goto(`${BASE}/t/acme/login`);
+  await Promise.all([page.waitForURL(/\/sso\?SAMLRequest=/), page.click('a:has-text("Sign in with Acme ADFS")')]);
+  await page.fill('input[name=username]', username);
+  await page.fill('input[name=password]', password);
+  // The IdP's page posts the response to the ACS by itself (HTTP-POST binding).
+  await page.click('button:has-text("Sign in")');
+}
+
+test('SAML: the IdP posts a signed assertion to the ACS and the user lands in the portal; a wrapped one is refused', async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  await samlSignIn(page, 'sam', 'sam-pw');
+  await page.waitForURL(/\/portal/);
+  assert.match(await page.textContent('body'), /Sam Saml/);
+  await page.waitForSelector('[data-testid=quota-table]');
+  assert.match(await page.textContent('[data-testid=quota-table]'), /ml-research/);
+  await shot(page, 'portal-after-saml');
+  await context.close();
+
+  const other = await browser.newContext();
+  const page2 = await other.newPage();
+  await fetch(`${SAML}/__test/tamper`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode: 'wrapping' }) });
+  await samlSignIn(page2, 'sam', 'sam-pw');
+  await page2.waitForURL(/\/t\/acme\/login\?error=sso_token/);
+  assert.match(await page2.textContent('[role=alert]'), /could not be verified/);
+  assert.ok(!(await other.cookies()).some((c) => c.name === 'sy_session'), 'no session cookie');
+  await shot(page2, 'saml-refused');
+  await other.close();
 });
 after(async () => { await browser?.close(); });
 
@@ -115,6 +155,7 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   // Before hydration: the table is in the HTML.
   await page.waitForSelector(`[data-idp="${names.oidc}"]`);
   assert.match(await page.textContent('[data-testid=idp-table]'), /\/auth\/oidc\/callback/);
+  assert.match(await page.textContent(`[data-idp="${SAML_NAME}"]`), new RegExp(`/auth/saml/acme/${SAML_NAME}/acs`));
   await hydrated(page);
 
   await page.locator(`[data-idp="${names.oidc}"] button:has-text("Test connection")`).click();
@@ -125,6 +166,10 @@ test('a tenant admin sees the providers, tests a connection and gets field error
     await page.textContent(`[data-idp="${names.oidc}"]`));
   await page.locator(`[data-idp="${names.ldap}"] button:has-text("Test connection")`).click();
   await page.waitForSelector(`[data-idp="${names.ldap}"] [data-testid=idp-checks] li[data-ok=true]`);
+  await page.locator(`[data-idp="${SAML_NAME}"] button:has-text("Test connection")`).click();
+  await page.waitForSelector(`[data-idp="${SAML_NAME}"] [data-testid=idp-checks]`);
+  assert.equal(await page.locator(`[data-idp="${SAML_NAME}"] [data-testid=idp-checks] li[data-ok=false]`).count(), 0,
+    await page.textContent(`[data-idp="${SAML_NAME}"]`));
 
   // A wrong issuer is refused at its field.
   await page.fill('#oidc-name', unique('bad'));

@@ -1,7 +1,9 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::api::{load_idps, CreateLdapIdp, CreateOidcIdp, SetPasswordLogin, TestIdp};
+use crate::api::{
+    load_idps, CreateLdapIdp, CreateOidcIdp, CreateSamlIdp, SetPasswordLogin, TestIdp,
+};
 use crate::model::IdentityProvider;
 use crate::time::format_ms;
 use crate::ui::*;
@@ -12,12 +14,14 @@ use crate::ui::*;
 pub fn SsoSettingsPage() -> impl IntoView {
     let oidc = ServerAction::<CreateOidcIdp>::new();
     let ldap = ServerAction::<CreateLdapIdp>::new();
+    let saml = ServerAction::<CreateSamlIdp>::new();
     let passwords = ServerAction::<SetPasswordLogin>::new();
     let data = Resource::new(
         move || {
             (
                 oidc.version().get(),
                 ldap.version().get(),
+                saml.version().get(),
                 passwords.version().get(),
             )
         },
@@ -54,6 +58,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
             </Card>
             <div class="grid gap-6 lg:grid-cols-2">
                 <OidcForm action=oidc/>
+                <SamlForm action=saml/>
                 <LdapForm action=ldap/>
             </div>
         </div>
@@ -69,21 +74,33 @@ fn ProvidersTable(list: Vec<IdentityProvider>) -> impl IntoView {
         <table class=TABLE data-testid="idp-table">
             <thead><tr>
                 <th class=TH>"Name"</th><th class=TH>"Protocol"</th><th class=TH>"Where"</th>
-                <th class=TH>"Redirect URI to register"</th><th class=TH>"Secret"</th><th class=TH>"Added"</th><th class=TH>"Connection"</th>
+                <th class=TH>"Redirect URI / ACS to register"</th><th class=TH>"Secret or keys"</th><th class=TH>"Added"</th><th class=TH>"Connection"</th>
             </tr></thead>
             <tbody class="divide-y divide-slate-100">
                 {list.into_iter().map(|p| {
                     let target = p.oidc.as_ref().map(|o| o.issuer.clone())
+                        .or_else(|| p.saml.as_ref().map(|s| s.idp_entity_id.clone()))
                         .or_else(|| p.ldap.as_ref().map(|l| l.url.clone()))
                         .unwrap_or_default();
-                    let redirect = if p.kind == "oidc" { p.redirect_uri.clone() } else { "—".into() };
+                    let redirect = if p.redirect_uri.is_empty() { "—".into() } else { p.redirect_uri.clone() };
+                    let sp_entity = p.sp_entity_id.clone();
+                    let secret = match p.kind.as_str() {
+                        "saml" => format!("{} signing cert(s)", p.saml.as_ref().map(|s| s.idp_certificates.len()).unwrap_or(0)),
+                        _ if p.has_client_secret => "stored".into(),
+                        _ => "none".into(),
+                    };
                     view! {
                         <tr data-idp=p.name.clone()>
                             <td class=TD><div class="font-medium">{p.display_name.clone()}</div><div class="font-mono text-xs text-slate-500">{p.name.clone()}</div></td>
                             <td class=TD>{p.kind.to_uppercase()}{(!p.enabled).then_some(" (off)")}</td>
                             <td class=format!("{TD} font-mono text-xs")>{target}</td>
-                            <td class=format!("{TD} font-mono text-xs")>{redirect}</td>
-                            <td class=TD>{if p.has_client_secret { "stored" } else { "none" }}</td>
+                            <td class=format!("{TD} font-mono text-xs")>
+                                <div>{redirect}</div>
+                                {sp_entity.map(|e| view! {
+                                    <div class="mt-1 text-slate-500">"SP entity ID and metadata: "<a class="text-indigo-700 hover:underline" href=e.clone() rel="external">{e.clone()}</a></div>
+                                })}
+                            </td>
+                            <td class=TD>{secret}</td>
                             <td class=format!("{TD} text-slate-500")>{format_ms(p.created_at)}</td>
                             <td class=TD><TestButton id=p.id.clone()/></td>
                         </tr>
@@ -139,6 +156,43 @@ fn OidcForm(action: ServerAction<CreateOidcIdp>) -> impl IntoView {
                 </div>
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Add provider"</button>
+                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
+                </div>
+                <div class="mt-3">{form_error(value)}</div>
+            </ActionForm>
+        </Card>
+    }
+}
+
+#[component]
+fn SamlForm(action: ServerAction<CreateSamlIdp>) -> impl IntoView {
+    let value = move || action.value().get();
+    view! {
+        <Card title="Add a SAML 2.0 provider">
+            <ActionForm action=action>
+                <CsrfField/>
+                <div class="grid grid-cols-2 gap-3">
+                    <Field value=value id="saml-name" name="name" label="Name (in URLs)" error="name" placeholder="adfs" required=true/>
+                    <Field value=value id="saml-display" name="display_name" label="Button label" error="display_name" placeholder="Acme ADFS" required=true/>
+                </div>
+                <div class="mt-3">
+                    <Field value=value id="saml-metadata-url" name="metadata_url" label="IdP metadata URL" error="saml.idp_metadata_url" placeholder="https://idp.acme.com/saml/metadata"/>
+                </div>
+                <div class="mt-3">
+                    <label class=LABEL for="saml-metadata-xml">"…or paste the IdP metadata XML"</label>
+                    <textarea id="saml-metadata-xml" name="metadata_xml" rows="3" class=format!("{INPUT} font-mono text-xs") placeholder="<EntityDescriptor …>"></textarea>
+                    {field_error(value, "saml.idp_metadata_xml")}
+                    {field_error(value, "saml.idp_entity_id")}
+                    {field_error(value, "saml.idp_sso_url")}
+                    {field_error(value, "saml.idp_certificates")}
+                </div>
+                <div class="mt-3 grid grid-cols-2 gap-3">
+                    <Field value=value id="saml-groups-attr" name="groups_attribute" label="Groups attribute" error="saml.groups_attribute" placeholder="groups"/>
+                    <Field value=value id="saml-required" name="required_groups" label="Only these IdP groups may sign in" error="sync.required_groups"/>
+                </div>
+                <p class="mt-2 text-xs text-slate-500">"Responses are taken only when signed by a certificate from the metadata. After adding, register the ACS URL and SP entity ID shown in the table at your IdP."</p>
+                <div class="mt-4 flex items-center gap-4">
+                    <button type="submit" class=BUTTON>"Add SAML provider"</button>
                     {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>

@@ -92,10 +92,16 @@ async fn test_provider(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Vec<ConnectionCheck>>> {
     let row = sso::provider_row(&s.store, &p, &id).await?;
-    Ok(Json(match row.kind.as_str() {
-        "ldap" => ldap::test_connection(&row).await,
-        _ => oidc::test_connection(&s.oidc, &row).await,
-    }))
+    Ok(Json(test_connection(&s, &row).await))
+}
+
+/// "Test connection" for a provider of any kind (the API and the settings page).
+pub async fn test_connection(s: &AppState, row: &sso::ProviderRow) -> Vec<ConnectionCheck> {
+    match row.kind.as_str() {
+        "ldap" => ldap::test_connection(row).await,
+        "saml" => super::saml::test_connection(&s.config, row).await,
+        _ => oidc::test_connection(&s.oidc, row).await,
+    }
 }
 
 /// Turn password sign-in on or off for the tenant (platform admins keep theirs).

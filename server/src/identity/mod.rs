@@ -7,6 +7,7 @@ pub mod idp_api;
 pub mod ldap;
 pub mod oidc;
 pub mod password;
+pub mod saml;
 pub mod secret;
 pub mod sso;
 pub mod throttle;

@@ -196,6 +196,8 @@ pub struct Pending {
     pub nonce: String,
     pub verifier: String,
     pub next: String,
+    /// SAML: the login the ACS verified, waiting for the browser's hop (JSON).
+    pub verified: Option<String>,
 }
 
 /// Takes the sign-in request for `state`; `None` when unknown, used, expired, or started
@@ -208,7 +210,7 @@ pub async fn take_request(
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     let row = sqlx::query(
-        "SELECT provider_id, browser_hash, nonce, pkce_verifier, next, expires_at FROM sso_requests WHERE id_hash = $1",
+        "SELECT provider_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1",
     )
     .bind(secret::digest(state))
     .fetch_optional(&mut *tx.tx)
@@ -232,6 +234,7 @@ pub async fn take_request(
         nonce: row.try_get("nonce")?,
         verifier: row.try_get("pkce_verifier")?,
         next: row.try_get("next")?,
+        verified: row.try_get("verified")?,
     }))
 }
 

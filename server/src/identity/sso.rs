@@ -26,7 +26,7 @@ use crate::clock::now_ms;
 use crate::config::Config;
 use crate::store::{flag, new_id, Store, WriteTx};
 
-pub const KINDS: &[&str] = &["oidc", "ldap"];
+pub const KINDS: &[&str] = &["oidc", "saml", "ldap"];
 
 /// A provider as stored, with its secret (never leaves the server).
 #[derive(Clone, Debug)]
@@ -40,6 +40,7 @@ pub struct ProviderRow {
     pub enabled: bool,
     pub oidc: Option<OidcSettings>,
     pub ldap: Option<LdapSettings>,
+    pub saml: Option<SamlSettings>,
     pub sync: GroupSync,
     pub secret: Option<String>,
     pub created_at: i64,
@@ -52,6 +53,8 @@ struct StoredConfig {
     oidc: Option<OidcSettings>,
     #[serde(default)]
     ldap: Option<LdapSettings>,
+    #[serde(default)]
+    saml: Option<SamlSettings>,
     #[serde(default)]
     sync: GroupSync,
 }
@@ -72,6 +75,7 @@ fn provider_from_row(r: &AnyRow) -> Result<ProviderRow, sqlx::Error> {
         enabled: r.try_get::<i64, _>("enabled")? != 0,
         oidc: config.oidc,
         ldap: config.ldap,
+        saml: config.saml,
         sync: config.sync,
         secret: r.try_get("secret")?,
         created_at: r.try_get("created_at")?,
@@ -95,9 +99,16 @@ impl ProviderRow {
             enabled: self.enabled,
             oidc: self.oidc.clone(),
             ldap: self.ldap.clone(),
+            saml: self.saml.clone(),
             sync: self.sync.clone(),
             has_client_secret: self.secret.is_some(),
-            redirect_uri: oidc_redirect_uri(config),
+            redirect_uri: match self.kind.as_str() {
+                "oidc" => oidc_redirect_uri(config),
+                "saml" => super::saml::acs_url(config, &self.tenant_slug, &self.name),
+                _ => String::new(),
+            },
+            sp_entity_id: (self.kind == "saml")
+                .then(|| super::saml::sp_entity_id(config, &self.tenant_slug, &self.name)),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -165,7 +176,7 @@ pub async fn provider_by_id(store: &Store, id: &str) -> Result<Option<ProviderRo
     row.as_ref().map(provider_from_row).transpose()
 }
 
-fn url_ok(u: &str) -> bool {
+pub(crate) fn url_ok(u: &str) -> bool {
     match url::Url::parse(u) {
         Ok(url) => {
             let local = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
@@ -190,8 +201,11 @@ fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppErr
     v.check(
         KINDS.contains(&input.kind.as_str()),
         "kind",
-        "must be `oidc` or `ldap`",
+        "must be `oidc`, `saml` or `ldap`",
     );
+    if input.kind == "saml" && input.saml.is_none() {
+        v.check(false, "saml", "SAML settings are required for kind `saml`");
+    }
     if input.kind == "ldap" {
         match &input.ldap {
             None => {
@@ -344,6 +358,7 @@ fn stored_config(input: &SaveIdentityProvider) -> String {
     serde_json::to_string(&StoredConfig {
         oidc,
         ldap,
+        saml: input.saml.clone(),
         sync: input.sync.clone(),
     })
     .unwrap_or_else(|_| "{}".into())
@@ -357,6 +372,8 @@ fn audit_summary(input: &SaveIdentityProvider) -> serde_json::Value {
         "issuer": input.oidc.as_ref().map(|o| o.issuer.clone()),
         "client_id": input.oidc.as_ref().map(|o| o.client_id.clone()),
         "ldap_url": input.ldap.as_ref().map(|l| l.url.clone()),
+        "saml_idp_entity_id": input.saml.as_ref().map(|s| s.idp_entity_id.clone()),
+        "saml_idp_certificates": input.saml.as_ref().map(|s| s.idp_certificates.len()),
         "secret_changed": input.client_secret.is_some(),
         "required_groups": input.sync.required_groups,
         "mapped_groups": input.sync.map.len(),
@@ -373,6 +390,9 @@ pub async fn create_provider(
 ) -> ApiResult<IdentityProvider> {
     require(p, Action::ManageDirectory)?;
     input.name = input.name.trim().to_lowercase();
+    if input.kind == "saml" {
+        super::saml::resolve(&mut input).await?;
+    }
     validate(&input, false)?;
     let now = now_ms();
     let id = new_id();
@@ -415,6 +435,9 @@ pub async fn update_provider(
 ) -> ApiResult<IdentityProvider> {
     let existing = provider_row(store, p, id).await?;
     input.name = input.name.trim().to_lowercase();
+    if input.kind == "saml" {
+        super::saml::resolve(&mut input).await?;
+    }
     validate(&input, existing.secret.is_some())?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
@@ -555,7 +578,7 @@ pub async fn set_sign_in_settings(
 // ---- finishing a sign-in ------------------------------------------------------------------
 
 /// Who the IdP says signed in, after the protocol module verified it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ExternalLogin {
     pub subject: String,
     pub username: String,

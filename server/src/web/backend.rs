@@ -204,10 +204,7 @@ impl Backend for WebBackend {
     }
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
         let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;
-        Ok(match row.kind.as_str() {
-            "ldap" => crate::identity::ldap::test_connection(&row).await,
-            _ => crate::identity::oidc::test_connection(&self.state.oidc, &row).await,
-        })
+        Ok(crate::identity::idp_api::test_connection(&self.state, &row).await)
     }
     async fn set_sign_in_settings(
         &self,

@@ -34,6 +34,12 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
         .route("/auth/sso/{tenant}/{provider}", get(sso::start))
         .route("/auth/oidc/callback", get(sso::oidc_callback))
         .route("/auth/ldap/{tenant}/{provider}", post(sso::ldap_login))
+        .route("/auth/saml/{tenant}/{provider}/acs", post(sso::saml_acs))
+        .route(
+            "/auth/saml/{tenant}/{provider}/metadata",
+            get(sso::saml_metadata),
+        )
+        .route("/auth/saml/finish", get(sso::saml_finish))
         .leptos_routes_with_context(
             state,
             leptos_routes,

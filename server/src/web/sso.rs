@@ -1,7 +1,9 @@
 //! The browser side of single sign-on: `/auth/sso/{tenant}/{provider}` sends the browser to
-//! the IdP; `/auth/oidc/callback` finishes the sign-in; `/auth/ldap/{tenant}/{provider}` takes
-//! the LDAP username/password form. Every failure lands on the tenant's
-//! sign-in page with a message and leaves no session.
+//! the IdP (OIDC or SAML); `/auth/oidc/callback` finishes an OIDC sign-in; SAML posts to
+//! `/auth/saml/{tenant}/{provider}/acs` and the browser finishes at `/auth/saml/finish`;
+//! `/auth/saml/{tenant}/{provider}/metadata` serves the SP metadata;
+//! `/auth/ldap/{tenant}/{provider}` takes the LDAP username/password form. Every failure lands
+//! on the tenant's sign-in page with a message and leaves no session.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -14,7 +16,8 @@ use app::model::RequestMeta;
 use super::auth::{cookie, safe_next, session_cookie};
 use crate::identity::ldap;
 use crate::identity::oidc::{self, REQUEST_TTL_MS};
-use crate::identity::sso::{self, Finished};
+use crate::identity::saml;
+use crate::identity::sso::{self, ExternalLogin, Finished, ProviderRow};
 use crate::state::AppState;
 
 /// Binds a sign-in in flight to the browser that started it (login CSRF protection).
@@ -67,15 +70,22 @@ pub async fn start(
             return to_login(&tenant, "sso_failed");
         }
     };
-    match oidc::start(
-        &state.store,
-        &state.oidc,
-        &state.config,
-        &row,
-        safe_next(&q.next),
-    )
-    .await
-    {
+    let started = match row.kind.as_str() {
+        "oidc" => oidc::start(
+            &state.store,
+            &state.oidc,
+            &state.config,
+            &row,
+            safe_next(&q.next),
+        )
+        .await
+        .map_err(|e| (e.code(), e.to_string())),
+        "saml" => saml::start(&state.store, &state.config, &row, safe_next(&q.next))
+            .await
+            .map_err(|e| (e.code(), e.to_string())),
+        _ => return to_login(&tenant, "sso_unknown"),
+    };
+    match started {
         Ok((url, browser)) => {
             let mut resp = Redirect::to(&url).into_response();
             resp.headers_mut().insert(
@@ -84,9 +94,9 @@ pub async fn start(
             );
             resp
         }
-        Err(e) => {
+        Err((code, e)) => {
             tracing::warn!(error = %e, provider = %row.name, "sso start failed");
-            to_login(&tenant, e.code())
+            to_login(&tenant, code)
         }
     }
 }
@@ -134,7 +144,7 @@ async fn callback(
         }
     };
     let provider = match sso::provider_by_id(&state.store, &pending.provider_id).await {
-        Ok(Some(p)) if p.enabled => p,
+        Ok(Some(p)) if p.enabled && p.kind == "oidc" && pending.verified.is_none() => p,
         _ => return to_login("", "sso_unknown"),
     };
     let tenant = provider.tenant_slug.clone();
@@ -157,20 +167,176 @@ async fn callback(
             return to_login(&tenant, e.code());
         }
     };
+    signed_in(state, &provider, login, meta, &pending.next).await
+}
+
+/// The last step of every SSO protocol: the user, group sync and a session, then on to `next`.
+async fn signed_in(
+    state: &AppState,
+    provider: &ProviderRow,
+    login: ExternalLogin,
+    meta: &RequestMeta,
+    next: &str,
+) -> Response {
     let ttl_ms = state.config.session_ttl_hours * 3_600_000;
-    match sso::finish_login(&state.store, &provider, login, meta, ttl_ms).await {
+    match sso::finish_login(&state.store, provider, login, meta, ttl_ms).await {
         Ok(Finished::Session { session, .. }) => {
-            let mut resp = Redirect::to(safe_next(&pending.next)).into_response();
+            let mut resp = Redirect::to(safe_next(next)).into_response();
             resp.headers_mut().insert(
                 header::SET_COOKIE,
                 session_cookie(state, &session, ttl_ms / 1000),
             );
             resp
         }
-        Ok(Finished::Refused(r)) => to_login(&tenant, r.code()),
+        Ok(Finished::Refused(r)) => to_login(&provider.tenant_slug, r.code()),
         Err(e) => {
             tracing::error!(error = ?e, "sso finish");
-            to_login(&tenant, "sso_failed")
+            to_login(&provider.tenant_slug, "sso_failed")
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct AcsForm {
+    #[serde(rename = "SAMLResponse", default)]
+    saml_response: String,
+    #[serde(rename = "RelayState", default)]
+    relay_state: String,
+}
+
+/// The SAML assertion consumer service (HTTP-POST binding). The POST comes cross-site from
+/// the IdP without the binding cookie, so a verified response moves on to
+/// `/auth/saml/finish` by a top-level GET, which has it.
+pub async fn saml_acs(
+    State(state): State<AppState>,
+    Extension(meta): Extension<RequestMeta>,
+    Path((tenant, provider)): Path<(String, String)>,
+    axum::extract::Form(form): axum::extract::Form<AcsForm>,
+) -> Response {
+    let tenant = tenant.to_lowercase();
+    let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
+        Ok(Some(r)) if r.kind == "saml" => r,
+        Ok(_) => return to_login(&tenant, "sso_unknown"),
+        Err(e) => {
+            tracing::error!(error = %e, "saml acs");
+            return to_login(&tenant, "sso_failed");
+        }
+    };
+    if form.saml_response.is_empty() || form.relay_state.is_empty() {
+        sso::audit_failure(
+            &state.store,
+            &row,
+            &meta,
+            "unknown",
+            "the POST carried no SAMLResponse or no RelayState (unsolicited responses are refused)",
+        )
+        .await;
+        return to_login(&tenant, "sso_state");
+    }
+    match saml::consume(
+        &state.store,
+        &state.config,
+        &row,
+        &form.saml_response,
+        &form.relay_state,
+    )
+    .await
+    {
+        Ok(hop) => {
+            let q = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("t", &hop)
+                .finish();
+            let mut resp = Redirect::to(&format!("/auth/saml/finish?{q}")).into_response();
+            resp.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, provider = %row.name, "saml sign-in refused");
+            sso::audit_failure(&state.store, &row, &meta, "unknown", &e.to_string()).await;
+            to_login(&tenant, e.code())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct FinishQuery {
+    #[serde(default)]
+    t: String,
+}
+
+/// The browser's hop after the ACS: the binding cookie must be the one that started the
+/// sign-in; then the verified login becomes a session.
+pub async fn saml_finish(
+    State(state): State<AppState>,
+    Extension(meta): Extension<RequestMeta>,
+    headers: HeaderMap,
+    Query(q): Query<FinishQuery>,
+) -> Response {
+    let browser = cookie(&headers, SSO_COOKIE);
+    let clear = sso_cookie(&state, "", 0);
+    let mut resp = saml_finish_inner(&state, &meta, browser.as_deref(), &q.t).await;
+    resp.headers_mut().append(header::SET_COOKIE, clear);
+    resp
+}
+
+async fn saml_finish_inner(
+    state: &AppState,
+    meta: &RequestMeta,
+    browser: Option<&str>,
+    hop: &str,
+) -> Response {
+    if hop.is_empty() {
+        return to_login("", "sso_state");
+    }
+    let pending = match oidc::take_request(&state.store, hop, browser).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return to_login("", "sso_state"),
+        Err(e) => {
+            tracing::error!(error = %e, "saml finish");
+            return to_login("", "sso_failed");
+        }
+    };
+    let provider = match sso::provider_by_id(&state.store, &pending.provider_id).await {
+        Ok(Some(p)) if p.enabled && p.kind == "saml" => p,
+        _ => return to_login("", "sso_unknown"),
+    };
+    let Some(login) = pending
+        .verified
+        .as_deref()
+        .and_then(|v| serde_json::from_str::<ExternalLogin>(v).ok())
+    else {
+        return to_login(&provider.tenant_slug, "sso_state");
+    };
+    signed_in(state, &provider, login, meta, &pending.next).await
+}
+
+/// This SP's metadata for one provider, to register at the IdP.
+pub async fn saml_metadata(
+    State(state): State<AppState>,
+    Path((tenant, provider)): Path<(String, String)>,
+) -> Response {
+    let tenant = tenant.to_lowercase();
+    let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
+        Ok(Some(r)) if r.kind == "saml" => r,
+        Ok(_) => {
+            return crate::api::error::ApiError(crate::api::error::AppError::NotFound)
+                .into_response()
+        }
+        Err(e) => return crate::api::error::ApiError::from(e).into_response(),
+    };
+    match saml::sp_metadata(&state.config, &row) {
+        Ok(xml) => (
+            [
+                (header::CONTENT_TYPE, "application/samlmetadata+xml"),
+                (header::CACHE_CONTROL, "public, max-age=300"),
+            ],
+            xml,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "saml metadata");
+            crate::api::error::ApiError(crate::api::error::AppError::Internal).into_response()
         }
     }
 }

@@ -13,6 +13,7 @@ mod isolation;
 mod jobs;
 mod ldap;
 mod policies;
+mod saml;
 mod scim;
 mod sso;
 mod store;

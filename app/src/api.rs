@@ -275,6 +275,18 @@ pub async fn create_saml_idp(
     )
 }
 
+/// Remove a provider: its links, sign-ins in flight and the memberships it manages go too.
+#[server(prefix = "/_sf", endpoint = "idp/delete")]
+pub async fn delete_idp(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::answer(
+        async move {
+            let c = ctx::write(&csrf)?;
+            c.backend.delete_idp(&c.principal, &c.meta, &id).await
+        }
+        .await,
+    )
+}
+
 /// "Test connection" for one provider.
 #[server(prefix = "/_sf", endpoint = "idp/test")]
 pub async fn test_idp(csrf: String, id: String) -> Result<Vec<ConnectionCheck>, AppError> {

@@ -98,6 +98,8 @@ pub trait Backend: Send + Sync + 'static {
         input: SaveIdentityProvider,
     ) -> Result<IdentityProvider, AppError>;
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError>;
+    async fn delete_idp(&self, p: &Principal, meta: &RequestMeta, id: &str)
+        -> Result<(), AppError>;
     async fn set_sign_in_settings(
         &self,
         p: &Principal,

@@ -23,7 +23,10 @@
 //   POST /__test/groups            {"username", "groups": [...]}: change a user's groups
 //   GET  /__test/tamper            current tamper mode as JSON
 //   POST /__test/tamper            {"mode": "..."}: alter the id_token of the NEXT
-//                                  successful token response (then back to "none")
+//                                  successful token response (then back to "none").
+//                                  `rotated` is a key rotation, not a forgery: the token
+//                                  is signed by a new key under a new kid, and from then on
+//                                  /jwks publishes that key beside the first one.
 //
 // Prints exactly one line to stdout when listening:
 //   oidc-provider ready at http://127.0.0.1:<port>
@@ -137,6 +140,16 @@ const otherPair = await generateKeyPair('RS256', { extractable: true });
 const signingJwk = {
   ...(await exportJWK(signingPair.privateKey)), kid: SIGNING_KID, alg: 'RS256', use: 'sig',
 };
+// The key the IdP "rotates" to (tamper mode `rotated`), published only after the rotation.
+const ROTATED_KID = `${SIGNING_KID}-next`;
+const rotatedPair = await generateKeyPair('RS256', { extractable: true });
+let rotatedPublished = false;
+const publicJwks = async () => ({
+  keys: [
+    { ...(await exportJWK(signingPair.publicKey)), kid: SIGNING_KID, alg: 'RS256', use: 'sig' },
+    { ...(await exportJWK(rotatedPair.publicKey)), kid: ROTATED_KID, alg: 'RS256', use: 'sig' },
+  ],
+});
 
 // --- storage ------------------------------------------------------------------
 // A small in-memory adapter (the library's built-in one is the same idea but
@@ -358,14 +371,19 @@ provider.on('server_error', (ctx, err) => {
 
 // --- tamper hooks -------------------------------------------------------------
 
-const TAMPER_MODES = new Set(['none', 'wrong_aud', 'expired', 'other_key', 'bad_nonce', 'wrong_iss']);
+const TAMPER_MODES = new Set(['none', 'wrong_aud', 'expired', 'other_key', 'bad_nonce', 'wrong_iss', 'rotated']);
 let tamperMode = 'none';
 
 async function tamperIdToken(idToken, mode) {
-  const header = decodeProtectedHeader(idToken);
+  let header = decodeProtectedHeader(idToken);
   const claims = decodeJwt(idToken);
   let key = signingPair.privateKey;
   switch (mode) {
+    case 'rotated':
+      key = rotatedPair.privateKey;
+      header = { ...header, kid: ROTATED_KID };
+      rotatedPublished = true;
+      break;
     case 'wrong_aud':
       claims.aud = 'someone-else';
       break;
@@ -385,7 +403,7 @@ async function tamperIdToken(idToken, mode) {
     default:
       return idToken;
   }
-  // Same protected header (alg RS256 and the real kid) as the original.
+  // Same protected header (alg RS256 and the real kid) as the original, except `rotated`.
   return new SignJWT(claims).setProtectedHeader(header).sign(key);
 }
 
@@ -402,6 +420,11 @@ async function readBody(ctx, limit = 64 * 1024) {
 
 // Runs before the provider's own routing (provider.use inserts ahead of it).
 provider.use(async (ctx, next) => {
+  if (ctx.path === '/jwks' && ctx.method === 'GET' && rotatedPublished) {
+    ctx.type = 'application/jwk-set+json';
+    ctx.body = await publicJwks();
+    return;
+  }
   if (ctx.path === '/__test/health' && ctx.method === 'GET') {
     ctx.type = 'text';
     ctx.body = 'ok';

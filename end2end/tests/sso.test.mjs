@@ -181,6 +181,19 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   assert.match(await page.textContent('[data-field-error="oidc.issuer"]'), /https/);
   await shot(page, 'sso-settings');
 
+  // A provider no longer wanted is removed from its row.
+  const doomed = unique('old');
+  const made = await api('POST', '/idp', {
+    name: doomed, display_name: 'Old SSO', kind: 'oidc',
+    oidc: { issuer: OIDC, client_id: 'switchyard' }, client_secret: 'switchyard-oidc-secret',
+  });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  await page.reload();
+  await hydrated(page);
+  await page.click(`[data-idp="${doomed}"] button:has-text("Remove")`);
+  await page.waitForSelector(`[data-idp="${doomed}"]`, { state: 'detached' });
+  assert.ok(!(await api('GET', '/idp')).body.some((p) => p.name === doomed), 'gone from the API too');
+
   // The IdP put olivia into ml-research: the group page lists her, and her page says what she can do.
   await page.goto(`${BASE}/settings`);
   await page.click('a:has-text("ml-research")');

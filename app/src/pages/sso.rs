@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::{
-    load_idps, CreateLdapIdp, CreateOidcIdp, CreateSamlIdp, SetPasswordLogin, TestIdp,
+    load_idps, CreateLdapIdp, CreateOidcIdp, CreateSamlIdp, DeleteIdp, SetPasswordLogin, TestIdp,
 };
 use crate::model::IdentityProvider;
 use crate::time::format_ms;
@@ -16,6 +16,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
     let ldap = ServerAction::<CreateLdapIdp>::new();
     let saml = ServerAction::<CreateSamlIdp>::new();
     let passwords = ServerAction::<SetPasswordLogin>::new();
+    let remove = ServerAction::<DeleteIdp>::new();
     let data = Resource::new(
         move || {
             (
@@ -23,6 +24,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
                 ldap.version().get(),
                 saml.version().get(),
                 passwords.version().get(),
+                remove.version().get(),
             )
         },
         |_| load_idps(),
@@ -41,7 +43,8 @@ pub fn SsoSettingsPage() -> impl IntoView {
                                     <a class="font-mono text-indigo-700 hover:underline" href=format!("/t/{}/login", options.tenant_slug)>{format!("/t/{}/login", options.tenant_slug)}</a>
                                     {if options.password_login { " (local passwords are on)" } else { " (local passwords are off; platform admins keep theirs)" }}
                                 </p>
-                                <ProvidersTable list=list/>
+                                <ProvidersTable list=list remove=remove/>
+                                {move || remove.value().get().and_then(|r| r.err()).map(|e| view! { <ErrorBanner error=e/> })}
                                 <ActionForm action=passwords attr:class="mt-4 flex items-center gap-3">
                                     <CsrfField/>
                                     <label class="flex items-center gap-2 text-sm">
@@ -66,7 +69,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
 }
 
 #[component]
-fn ProvidersTable(list: Vec<IdentityProvider>) -> impl IntoView {
+fn ProvidersTable(list: Vec<IdentityProvider>, remove: ServerAction<DeleteIdp>) -> impl IntoView {
     if list.is_empty() {
         return view! { <p class="text-sm text-slate-600">"No identity providers yet: add one below."</p> }.into_any();
     }
@@ -102,7 +105,14 @@ fn ProvidersTable(list: Vec<IdentityProvider>) -> impl IntoView {
                             </td>
                             <td class=TD>{secret}</td>
                             <td class=format!("{TD} text-slate-500")>{format_ms(p.created_at)}</td>
-                            <td class=TD><TestButton id=p.id.clone()/></td>
+                            <td class=TD>
+                                <TestButton id=p.id.clone()/>
+                                <ActionForm action=remove attr:class="mt-2">
+                                    <CsrfField/>
+                                    <input type="hidden" name="id" value=p.id.clone()/>
+                                    <button type="submit" class="rounded border border-red-200 px-2 py-1 text-xs font-medium text-red-700 hover:bg-red-50" aria-label=format!("Remove {}", p.display_name)>"Remove"</button>
+                                </ActionForm>
+                            </td>
                         </tr>
                     }
                 }).collect_view()}

@@ -202,6 +202,14 @@ impl Backend for WebBackend {
         )
         .await?)
     }
+    async fn delete_idp(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(crate::identity::sso::delete_provider(&self.state.store, p, meta, id).await?)
+    }
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
         let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;
         Ok(crate::identity::idp_api::test_connection(&self.state, &row).await)

@@ -283,7 +283,16 @@ async fn oidc_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
     assert_eq!(members(&app, &admin, &ml).await, ["alice"]);
     assert_eq!(members(&app, &admin, &admins).await, ["alice"]);
 
-    // A second sign-in finds the same user (linked by subject), not a new one.
+    // The IdP rotates its signing key: the token names a key the cached JWKS lacks, the JWKS
+    // is fetched again, and the sign-in goes through.
+    let (url, binding) = start(&app, "acme").await;
+    let back = idp.authorize(&url, "alice", "alice-pw").await;
+    idp.tamper("rotated").await;
+    let r = callback(&app, &back, Some(&binding)).await;
+    assert_eq!(location(&r), "/portal", "signed in with the rotated key");
+    assert!(set_cookie(&r, "sy_session").is_some());
+
+    // Another sign-in finds the same user (linked by subject), not a new one.
     let again = sign_in(&app, &mut idp, "acme", "alice", "alice-pw").await;
     assert_ne!(again, session);
     assert_eq!(
@@ -298,7 +307,7 @@ async fn oidc_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
         .iter()
         .filter(|e| e["summary"]["method"] == "oidc")
         .count();
-    assert_eq!(oidc_logins, 2);
+    assert_eq!(oidc_logins, 3);
     let created = app.get("/api/v1/audit?action=user.create", &admin).await;
     assert!(created.body["items"]
         .as_array()

@@ -367,8 +367,9 @@ pub fn sp_metadata(config: &Config, provider: &ProviderRow) -> Result<String, Sa
         .map_err(|e| SamlError::Provider(format!("metadata: {e}")))
 }
 
-/// The redirect to the IdP and the request ID it carries.
-fn authn_redirect(
+/// The redirect to the IdP (an HTTP-Redirect `AuthnRequest` carrying `relay_state`) and the
+/// request ID the response must answer.
+pub fn authn_redirect(
     config: &Config,
     provider: &ProviderRow,
     relay_state: &str,
@@ -494,7 +495,7 @@ pub fn verify(
         .conditions
         .as_ref()
         .and_then(|c| c.audience_restrictions.as_ref())
-        .is_some_and(|rs| rs.iter().any(|r| r.audience.iter().any(|a| *a == audience)));
+        .is_some_and(|rs| rs.iter().any(|r| r.audience.contains(&audience)));
     if !names_us {
         return Err(SamlError::Response(format!(
             "the assertion is not restricted to this service provider ({audience})"

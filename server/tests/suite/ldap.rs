@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, Resp, TestApp};
+use crate::sign_in::{group, location, members, set_cookie};
 
 both_stores!(
     ldap_direct_bind_signs_in_and_maps_member_of,
@@ -104,19 +105,6 @@ async fn form_login(app: &TestApp, username: &str, password: &str) -> Resp {
     app.raw(req).await
 }
 
-fn session_of(r: &Resp) -> Option<String> {
-    r.headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("sy_session="))
-        .map(|v| v.split(';').next().unwrap()["sy_session=".len()..].to_string())
-}
-
-fn location(r: &Resp) -> String {
-    r.headers[header::LOCATION].to_str().unwrap().to_string()
-}
-
 async fn me(app: &TestApp, session: &str) -> Value {
     let req = Request::builder()
         .uri("/api/v1/me")
@@ -124,24 +112,6 @@ async fn me(app: &TestApp, session: &str) -> Value {
         .body(Body::empty())
         .unwrap();
     app.raw(req).await.body
-}
-
-async fn group(app: &TestApp, admin: &str, name: &str) -> String {
-    let g = app
-        .post("/api/v1/groups", admin, json!({ "name": name }))
-        .await;
-    g.body["id"].as_str().unwrap().to_string()
-}
-
-async fn members(app: &TestApp, admin: &str, gid: &str) -> Vec<String> {
-    app.get(&format!("/api/v1/groups/{gid}/members"), admin)
-        .await
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["username"].as_str().unwrap().to_string())
-        .collect()
 }
 
 async fn ldap_direct_bind_signs_in_and_maps_member_of(kind: Kind) {
@@ -169,7 +139,7 @@ async fn ldap_direct_bind_signs_in_and_maps_member_of(kind: Kind) {
     let ok = form_login(&app, "alice", "alice-pw").await;
     assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.text);
     assert_eq!(location(&ok), "/portal");
-    let session = session_of(&ok).expect("a session");
+    let session = set_cookie(&ok, "sy_session").expect("a session");
     let who = me(&app, &session).await;
     assert_eq!(who["username"], "alice");
     assert_eq!(who["display_name"], "Alice Admin");
@@ -191,7 +161,10 @@ async fn ldap_direct_bind_signs_in_and_maps_member_of(kind: Kind) {
             "{user}/{pw}: {}",
             location(&r)
         );
-        assert!(session_of(&r).is_none(), "{user}/{pw} got a session");
+        assert!(
+            set_cookie(&r, "sy_session").is_none(),
+            "{user}/{pw} got a session"
+        );
     }
     let failed = app
         .get("/api/v1/audit?action=auth.login_failed", &admin)
@@ -246,14 +219,14 @@ async fn ldap_search_then_bind_follows_directory_groups(kind: Kind) {
     );
 
     let first = form_login(&app, "bob", "bob-pw").await;
-    let session = session_of(&first).expect("bob signs in");
+    let session = set_cookie(&first, "sy_session").expect("bob signs in");
     assert_eq!(me(&app, &session).await["username"], "bob");
     assert_eq!(members(&app, &admin, &ml).await, ["bob"]);
 
     // The directory admin removes bob from the group; his next sign-in removes it here.
     slapd.run(&["remove-member", "ml-research", "bob"]).await;
     let again = form_login(&app, "bob", "bob-pw").await;
-    assert!(session_of(&again).is_some());
+    assert!(set_cookie(&again, "sy_session").is_some());
     assert!(members(&app, &admin, &ml).await.is_empty());
     let removed = app
         .get("/api/v1/audit?action=group.member_remove", &admin)
@@ -278,7 +251,7 @@ async fn ldap_search_then_bind_follows_directory_groups(kind: Kind) {
         "{}",
         location(&r)
     );
-    assert!(session_of(&r).is_none());
+    assert!(set_cookie(&r, "sy_session").is_none());
     let checks = app
         .post(&format!("/api/v1/idp/{id}/test"), &admin, json!({}))
         .await;

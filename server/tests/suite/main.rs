@@ -15,5 +15,6 @@ mod ldap;
 mod policies;
 mod saml;
 mod scim;
+mod sign_in;
 mod sso;
 mod store;

@@ -8,17 +8,18 @@
 //! made, a replayed response, a response meant for another tenant's SP, an unsolicited
 //! response, and a finish step from another browser.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::both_stores;
 use crate::common::{Kind, Resp, TestApp};
+use crate::sign_in::{
+    assert_refused, browser_get, group, location, members, set_cookie, spawn_node_idp,
+};
 
 both_stores!(
     saml_sign_in_creates_the_user_and_syncs_groups,
@@ -40,14 +41,6 @@ impl Drop for SamlIdp {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The IdP's registration of one of our providers.
@@ -84,31 +77,12 @@ struct Posted {
 
 impl SamlIdp {
     async fn start(sps: Value) -> SamlIdp {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let port = free_port();
-        let mut child = Command::new("node")
-            .arg("end2end/idp/saml-idp.mjs")
-            .current_dir(root)
-            .env("SAML_PORT", port.to_string())
-            .env("SAML_SPS", sps.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs the test SAML IdP (npm ci installs samlify)");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Ok(Some(l)) = lines.next_line().await {
-                if l.contains("ready at") {
-                    return true;
-                }
-            }
-            false
-        })
-        .await
-        .unwrap_or(false);
-        assert!(ready, "the test SAML IdP did not start");
+        let (child, port) = spawn_node_idp(
+            "saml-idp.mjs",
+            "SAML_PORT",
+            &[("SAML_SPS", sps.to_string())],
+        )
+        .await;
         SamlIdp {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -179,32 +153,6 @@ impl SamlIdp {
             relay_state: hidden(&page, "RelayState").expect("RelayState"),
         }
     }
-}
-
-fn set_cookie(resp: &Resp, name: &str) -> Option<String> {
-    resp.headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")) && !v.starts_with(&format!("{name}=;")))
-        .map(|v| v.split(';').next().unwrap()[name.len() + 1..].to_string())
-}
-
-fn location(resp: &Resp) -> String {
-    resp.headers[header::LOCATION].to_str().unwrap().to_string()
-}
-
-async fn browser_get(app: &TestApp, path: &str, cookies: &[(&str, &str)]) -> Resp {
-    let mut b = Request::builder().method(Method::GET).uri(path);
-    let cookie = cookies
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    if !cookie.is_empty() {
-        b = b.header(header::COOKIE, cookie);
-    }
-    app.raw(b.body(Body::empty()).unwrap()).await
 }
 
 /// The IdP's cross-site POST to an ACS: another origin, and no cookies (SameSite=Lax).
@@ -293,19 +241,6 @@ async fn sign_in(app: &TestApp, idp: &SamlIdp, tenant: &str, user: &str, pw: &st
     set_cookie(&r, "sy_session").expect("a session cookie")
 }
 
-async fn assert_refused(app: &TestApp, r: &Resp, code: &str) {
-    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
-    let loc = location(r);
-    assert!(loc.contains(&format!("error={code}")), "{loc}");
-    assert!(
-        set_cookie(r, "sy_session").is_none(),
-        "a refused sign-in sets no session"
-    );
-    let page = browser_get(app, &loc, &[]).await;
-    assert_eq!(page.status, StatusCode::OK);
-    assert!(page.text.contains("role=\"alert\""), "{}", page.text);
-}
-
 /// The reason of the newest failed sign-in in the audit log.
 async fn last_failure(app: &TestApp, admin: &str) -> String {
     let r = app
@@ -315,26 +250,6 @@ async fn last_failure(app: &TestApp, admin: &str) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
-}
-
-async fn group(app: &TestApp, admin: &str, name: &str) -> String {
-    let g = app
-        .post("/api/v1/groups", admin, json!({ "name": name }))
-        .await;
-    assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
-    g.body["id"].as_str().unwrap().to_string()
-}
-
-async fn members(app: &TestApp, admin: &str, gid: &str) -> Vec<String> {
-    let r = app
-        .get(&format!("/api/v1/groups/{gid}/members"), admin)
-        .await;
-    r.body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["username"].as_str().unwrap().to_string())
-        .collect()
 }
 
 async fn saml_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {

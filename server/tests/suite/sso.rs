@@ -5,17 +5,16 @@
 //! another browser, and ID tokens with the wrong audience, issuer, nonce, key or expiry), each
 //! of which must leave no session.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::both_stores;
 use crate::common::{Kind, Resp, TestApp};
+use crate::sign_in::{
+    assert_refused, browser_get, free_port, group, location, members, set_cookie, spawn_node_idp,
+};
 
 both_stores!(
     oidc_sign_in_creates_the_user_and_syncs_groups,
@@ -38,40 +37,9 @@ impl Drop for Idp {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Idp {
     async fn start() -> Idp {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let port = free_port();
-        let mut child = Command::new("node")
-            .arg("end2end/idp/oidc-provider.mjs")
-            .current_dir(root)
-            .env("OIDC_PORT", port.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs the test OpenID provider (npm ci installs oidc-provider)");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Ok(Some(l)) = lines.next_line().await {
-                if l.contains("ready at") {
-                    return true;
-                }
-            }
-            false
-        })
-        .await
-        .unwrap_or(false);
-        assert!(ready, "the test OpenID provider did not start");
+        let (child, port) = spawn_node_idp("oidc-provider.mjs", "OIDC_PORT", &[]).await;
         Idp {
             child,
             issuer: format!("http://127.0.0.1:{port}"),
@@ -154,32 +122,6 @@ impl Idp {
     }
 }
 
-fn set_cookie(resp: &Resp, name: &str) -> Option<String> {
-    resp.headers
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap()[name.len() + 1..].to_string())
-}
-
-fn location(resp: &Resp) -> String {
-    resp.headers[header::LOCATION].to_str().unwrap().to_string()
-}
-
-async fn browser_get(app: &TestApp, path: &str, cookies: &[(&str, &str)]) -> Resp {
-    let mut b = Request::builder().method(Method::GET).uri(path);
-    let cookie = cookies
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    if !cookie.is_empty() {
-        b = b.header(header::COOKIE, cookie);
-    }
-    app.raw(b.body(Body::empty()).unwrap()).await
-}
-
 /// Adds an OIDC provider for `tenant` pointing at the test IdP.
 async fn add_provider(app: &TestApp, admin: &str, idp: &Idp, sync: Value) -> Value {
     let r = app
@@ -232,26 +174,6 @@ async fn sign_in(app: &TestApp, idp: &mut Idp, tenant: &str, user: &str, pw: &st
 
 async fn me(app: &TestApp, session: &str) -> Resp {
     browser_get(app, "/api/v1/me", &[("sy_session", session)]).await
-}
-
-async fn group(app: &TestApp, admin: &str, name: &str) -> String {
-    let g = app
-        .post("/api/v1/groups", admin, json!({ "name": name }))
-        .await;
-    assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
-    g.body["id"].as_str().unwrap().to_string()
-}
-
-async fn members(app: &TestApp, admin: &str, gid: &str) -> Vec<String> {
-    let r = app
-        .get(&format!("/api/v1/groups/{gid}/members"), admin)
-        .await;
-    r.body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["username"].as_str().unwrap().to_string())
-        .collect()
 }
 
 async fn oidc_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
@@ -315,19 +237,6 @@ async fn oidc_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
         .iter()
         .any(|e| e["actor_name"] == "idp:corp" && e["summary"]["username"] == "alice"));
     app.finish().await;
-}
-
-async fn assert_refused(app: &TestApp, r: &Resp, code: &str) {
-    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
-    let loc = location(r);
-    assert!(loc.contains(&format!("error={code}")), "{loc}");
-    assert!(
-        set_cookie(r, "sy_session").is_none(),
-        "a refused sign-in sets no session"
-    );
-    let page = browser_get(app, &loc, &[]).await;
-    assert_eq!(page.status, StatusCode::OK);
-    assert!(page.text.contains("role=\"alert\""), "{}", page.text);
 }
 
 async fn oidc_negative_cases_leave_no_session(kind: Kind) {

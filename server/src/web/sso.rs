@@ -211,11 +211,16 @@ pub async fn saml_acs(
     State(state): State<AppState>,
     Extension(meta): Extension<RequestMeta>,
     Path((tenant, provider)): Path<(String, String)>,
-    axum::extract::Form(form): axum::extract::Form<AcsForm>,
+    form: Result<axum::extract::Form<AcsForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let tenant = tenant.to_lowercase();
+    // Not a form post at all: the same page as a post without a response.
+    let form = form.map(|f| f.0).unwrap_or(AcsForm {
+        saml_response: String::new(),
+        relay_state: String::new(),
+    });
     let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
-        Ok(Some(r)) if r.kind == "saml" => r,
+        Ok(Some(r)) if r.kind == "saml" && r.enabled => r,
         Ok(_) => return to_login(&tenant, "sso_unknown"),
         Err(e) => {
             tracing::error!(error = %e, "saml acs");

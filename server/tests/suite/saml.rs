@@ -467,6 +467,18 @@ async fn saml_negative_cases_fail_closed(kind: Kind) {
     // Unsolicited (IdP-initiated): no RelayState.
     let r = post_to_acs(&app, &idp, acs, &acme_posted.saml_response, "").await;
     assert_refused(&app, &r, "sso_state").await;
+    // Not a form at all.
+    let r = app
+        .raw(
+            Request::builder()
+                .method(Method::POST)
+                .uri(acs)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from("{}"))
+                .unwrap(),
+        )
+        .await;
+    assert_refused(&app, &r, "sso_state").await;
 
     // Verified, but not in a group allowed to sign in.
     let (url, binding) = start(&app, "acme").await;

@@ -190,9 +190,13 @@ pub async fn start(
     Ok((url.to_string(), browser))
 }
 
-/// A sign-in in flight, taken (deleted) by the callback: a `state` works once.
+/// A sign-in in flight (any protocol), taken (deleted) when used: its key works once.
 pub struct Pending {
     pub provider_id: String,
+    pub tenant_id: String,
+    /// Digest of the cookie that binds the sign-in to the browser that started it.
+    pub browser_hash: String,
+    /// OIDC: the nonce; SAML: the AuthnRequest ID the response must answer.
     pub nonce: String,
     pub verifier: String,
     pub next: String,
@@ -200,41 +204,47 @@ pub struct Pending {
     pub verified: Option<String>,
 }
 
-/// Takes the sign-in request for `state`; `None` when unknown, used, expired, or started
-/// by another browser (the cookie does not match).
-pub async fn take_request(
-    store: &Store,
-    state: &str,
-    browser_cookie: Option<&str>,
-) -> Result<Option<Pending>, sqlx::Error> {
-    let now = now_ms();
+/// Takes (deletes) the sign-in request stored under `key`; `None` when unknown, used or
+/// expired. Callers check who may use it.
+pub async fn take(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Error> {
     let mut tx = store.begin_write().await?;
     let row = sqlx::query(
-        "SELECT provider_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1",
+        "SELECT provider_id, tenant_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1",
     )
-    .bind(secret::digest(state))
+    .bind(secret::digest(key))
     .fetch_optional(&mut *tx.tx)
     .await?;
     let Some(row) = row else { return Ok(None) };
     sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1")
-        .bind(secret::digest(state))
+        .bind(secret::digest(key))
         .execute(&mut *tx.tx)
         .await?;
     tx.commit().await?;
-    let browser_hash: String = row.try_get("browser_hash")?;
-    let expires_at: i64 = row.try_get("expires_at")?;
-    let same_browser = browser_cookie.is_some_and(|c| {
-        secret::constant_time_eq(secret::digest(c).as_bytes(), browser_hash.as_bytes())
-    });
-    if !same_browser || expires_at < now {
+    if row.try_get::<i64, _>("expires_at")? < now_ms() {
         return Ok(None);
     }
     Ok(Some(Pending {
         provider_id: row.try_get("provider_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        browser_hash: row.try_get("browser_hash")?,
         nonce: row.try_get("nonce")?,
         verifier: row.try_get("pkce_verifier")?,
         next: row.try_get("next")?,
         verified: row.try_get("verified")?,
+    }))
+}
+
+/// Takes the sign-in request for `key` as [`take`] does, and only for the browser that
+/// started it (the binding cookie matches).
+pub async fn take_request(
+    store: &Store,
+    key: &str,
+    browser_cookie: Option<&str>,
+) -> Result<Option<Pending>, sqlx::Error> {
+    Ok(take(store, key).await?.filter(|p| {
+        browser_cookie.is_some_and(|c| {
+            secret::constant_time_eq(secret::digest(c).as_bytes(), p.browser_hash.as_bytes())
+        })
     }))
 }
 

@@ -30,7 +30,6 @@ use samael::metadata::{
 use samael::schema::Assertion;
 use samael::service_provider::ServiceProvider;
 use samael::traits::ToXml;
-use sqlx::Row;
 
 use app::model::{ConnectionCheck, SamlSettings, SaveIdentityProvider};
 
@@ -420,42 +419,6 @@ pub async fn start(
     Ok((url, browser))
 }
 
-/// A sign-in request the ACS took: whose it is and what the response must answer.
-struct Taken {
-    provider_id: String,
-    tenant_id: String,
-    request_id: String,
-    browser_hash: String,
-    next: String,
-}
-
-/// Takes (deletes) the request a RelayState names; `None` when unknown, used or expired.
-async fn take_for_acs(store: &Store, relay_state: &str) -> Result<Option<Taken>, sqlx::Error> {
-    let mut tx = store.begin_write().await?;
-    let row = sqlx::query(
-        "SELECT provider_id, tenant_id, browser_hash, nonce, next, expires_at FROM sso_requests WHERE id_hash = $1 AND verified IS NULL",
-    )
-    .bind(secret::digest(relay_state))
-    .fetch_optional(&mut *tx.tx)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1")
-        .bind(secret::digest(relay_state))
-        .execute(&mut *tx.tx)
-        .await?;
-    tx.commit().await?;
-    if row.try_get::<i64, _>("expires_at")? < now_ms() {
-        return Ok(None);
-    }
-    Ok(Some(Taken {
-        provider_id: row.try_get("provider_id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        request_id: row.try_get("nonce")?,
-        browser_hash: row.try_get("browser_hash")?,
-        next: row.try_get("next")?,
-    }))
-}
-
 /// A response that passed every check: who it names, the assertion's ID and until when it
 /// was valid.
 #[derive(Debug)]
@@ -598,8 +561,10 @@ pub async fn consume(
     saml_response: &str,
     relay_state: &str,
 ) -> Result<String, SamlError> {
-    let taken = take_for_acs(store, relay_state)
+    // No binding cookie comes with the IdP's POST; the browser is checked at the finish hop.
+    let taken = super::oidc::take(store, relay_state)
         .await?
+        .filter(|p| p.verified.is_none())
         .ok_or(SamlError::State)?;
     if taken.provider_id != provider.id || taken.tenant_id != provider.tenant_id {
         return Err(SamlError::State);
@@ -608,7 +573,7 @@ pub async fn consume(
         let config = config.clone();
         let provider = provider.clone();
         let response = saml_response.to_string();
-        let request_id = taken.request_id.clone();
+        let request_id = taken.nonce.clone();
         tokio::task::spawn_blocking(move || verify(&config, &provider, &response, &request_id))
             .await
             .map_err(|e| SamlError::Provider(e.to_string()))??

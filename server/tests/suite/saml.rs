@@ -18,7 +18,8 @@ use tokio::process::Child;
 use crate::both_stores;
 use crate::common::{Kind, Resp, TestApp};
 use crate::sign_in::{
-    assert_refused, browser_get, group, location, members, set_cookie, spawn_node_idp,
+    assert_refused, browser_get, failure_reasons, group, location, members, set_cookie,
+    spawn_node_idp,
 };
 
 both_stores!(
@@ -243,13 +244,7 @@ async fn sign_in(app: &TestApp, idp: &SamlIdp, tenant: &str, user: &str, pw: &st
 
 /// The reason of the newest failed sign-in in the audit log.
 async fn last_failure(app: &TestApp, admin: &str) -> String {
-    let r = app
-        .get("/api/v1/audit?action=auth.login_failed&limit=1", admin)
-        .await;
-    r.body["items"][0]["summary"]["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    failure_reasons(app, admin).await.swap_remove(0)
 }
 
 async fn saml_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
@@ -492,15 +487,7 @@ async fn saml_negative_cases_fail_closed(kind: Kind) {
         sessions_before,
         "no refused case made a session"
     );
-    let failed = app
-        .get("/api/v1/audit?action=auth.login_failed&limit=100", &admin)
-        .await;
-    let reasons: Vec<String> = failed.body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["summary"]["reason"].as_str().unwrap_or("").to_string())
-        .collect();
+    let reasons = failure_reasons(&app, &admin).await;
     assert_eq!(
         reasons
             .iter()

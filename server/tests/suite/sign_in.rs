@@ -117,3 +117,16 @@ pub async fn members(app: &TestApp, admin: &str, gid: &str) -> Vec<String> {
         .map(|m| m["username"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The reasons of the tenant's failed sign-ins in the audit log, newest first.
+pub async fn failure_reasons(app: &TestApp, admin: &str) -> Vec<String> {
+    let r = app
+        .get("/api/v1/audit?action=auth.login_failed&limit=100", admin)
+        .await;
+    r.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["summary"]["reason"].as_str().unwrap_or("").to_string())
+        .collect()
+}

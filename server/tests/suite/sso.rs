@@ -13,7 +13,8 @@ use tokio::process::Child;
 use crate::both_stores;
 use crate::common::{Kind, Resp, TestApp};
 use crate::sign_in::{
-    assert_refused, browser_get, free_port, group, location, members, set_cookie, spawn_node_idp,
+    assert_refused, browser_get, failure_reasons, free_port, group, location, members, set_cookie,
+    spawn_node_idp,
 };
 
 both_stores!(
@@ -307,15 +308,7 @@ async fn oidc_negative_cases_leave_no_session(kind: Kind) {
         sessions_before + 1,
         "only the one good sign-in made a session"
     );
-    let failed = app
-        .get("/api/v1/audit?action=auth.login_failed", &admin)
-        .await;
-    let reasons: Vec<String> = failed.body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["summary"]["reason"].as_str().unwrap_or("").to_string())
-        .collect();
+    let reasons = failure_reasons(&app, &admin).await;
     assert!(
         reasons
             .iter()

@@ -59,6 +59,31 @@ pub struct ServeArgs {
     /// Local pools: folder for each job's working directory and output [default: data/jobs].
     #[arg(long, env = "SWITCHYARD_JOBS_DIR")]
     pub jobs_dir: Option<PathBuf>,
+    /// Allow pools with the `local` executor (platform admins only) [default: false].
+    #[arg(long, env = "SWITCHYARD_ALLOW_LOCAL_POOLS", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_local_pools: Option<bool>,
+    /// Local pools: the user id jobs run as [default: 65534, `nobody`].
+    #[arg(long, env = "SWITCHYARD_JOB_UID")]
+    pub job_uid: Option<u32>,
+    /// Local pools: the group id jobs run as [default: 65534, `nogroup`].
+    #[arg(long, env = "SWITCHYARD_JOB_GID")]
+    pub job_gid: Option<u32>,
+    /// Let identity providers (discovery, JWKS, metadata, LDAP) live on loopback, private or
+    /// link-local addresses [default: false].
+    #[arg(long, env = "SWITCHYARD_ALLOW_PRIVATE_IDP_ADDRESSES", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_private_idp_addresses: Option<bool>,
+    /// Bearer token `/metrics` requires; without one `/metrics` answers only loopback clients.
+    #[arg(long, env = "SWITCHYARD_METRICS_TOKEN")]
+    pub metrics_token: Option<String>,
+    /// Proxies whose `X-Forwarded-For` is believed (IP addresses or CIDR ranges, comma-separated).
+    #[arg(long, env = "SWITCHYARD_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Option<Vec<String>>,
+    /// Most waiting jobs one user may have [default: 10000].
+    #[arg(long, env = "SWITCHYARD_MAX_PENDING_PER_USER")]
+    pub max_pending_per_user: Option<i64>,
+    /// Most waiting jobs one group (its queues) may have [default: 100000].
+    #[arg(long, env = "SWITCHYARD_MAX_PENDING_PER_GROUP")]
+    pub max_pending_per_group: Option<i64>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -79,6 +104,14 @@ struct FileConfig {
     stop_grace_ms: Option<i64>,
     sim_checkpoint_ms: Option<i64>,
     jobs_dir: Option<PathBuf>,
+    allow_local_pools: Option<bool>,
+    job_uid: Option<u32>,
+    job_gid: Option<u32>,
+    allow_private_idp_addresses: Option<bool>,
+    metrics_token: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
+    max_pending_per_user: Option<i64>,
+    max_pending_per_group: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,7 +125,60 @@ pub struct Config {
     pub log_json: bool,
     pub max_body_bytes: usize,
     pub trust_forwarded_for: bool,
+    /// Proxies whose `X-Forwarded-For` entries are believed (with `trust_forwarded_for`; empty:
+    /// only the directly connected peer is trusted).
+    pub trusted_proxies: Vec<IpNet>,
+    /// Identity providers may live on loopback, private or link-local addresses (tests, labs).
+    pub allow_private_idp_addresses: bool,
+    /// The bearer token `/metrics` requires (`None`: loopback clients only).
+    pub metrics_token: Option<String>,
+    /// Caps on waiting jobs, so one user or group cannot fill the store.
+    pub max_pending_per_user: i64,
+    pub max_pending_per_group: i64,
     pub scheduler: crate::scheduler::driver::DriverConfig,
+}
+
+/// An IP address range (`10.0.0.0/8`, `::1/128`; a bare address is one host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    pub addr: std::net::IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNet {
+    pub fn parse(s: &str) -> Option<IpNet> {
+        let s = s.trim();
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: std::net::IpAddr = a.parse().ok()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max)?,
+            None => max,
+        };
+        Some(IpNet { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Default for Config {
@@ -107,6 +193,11 @@ impl Default for Config {
             log_json: true,
             max_body_bytes: 1 << 20,
             trust_forwarded_for: false,
+            trusted_proxies: Vec::new(),
+            allow_private_idp_addresses: false,
+            metrics_token: None,
+            max_pending_per_user: 10_000,
+            max_pending_per_group: 100_000,
             scheduler: Default::default(),
         }
     }
@@ -158,6 +249,24 @@ impl Config {
                 .trust_forwarded_for
                 .or(file.trust_forwarded_for)
                 .unwrap_or(false),
+            trusted_proxies: Vec::new(),
+            allow_private_idp_addresses: serve
+                .allow_private_idp_addresses
+                .or(file.allow_private_idp_addresses)
+                .unwrap_or(false),
+            metrics_token: serve
+                .metrics_token
+                .clone()
+                .or(file.metrics_token)
+                .filter(|t| !t.is_empty()),
+            max_pending_per_user: serve
+                .max_pending_per_user
+                .or(file.max_pending_per_user)
+                .unwrap_or(d.max_pending_per_user),
+            max_pending_per_group: serve
+                .max_pending_per_group
+                .or(file.max_pending_per_group)
+                .unwrap_or(d.max_pending_per_group),
             scheduler: crate::scheduler::driver::DriverConfig {
                 tick_ms: serve
                     .scheduler_tick_ms
@@ -180,8 +289,34 @@ impl Config {
                     .clone()
                     .or(file.jobs_dir)
                     .unwrap_or(d.scheduler.jobs_dir),
+                allow_local_pools: serve
+                    .allow_local_pools
+                    .or(file.allow_local_pools)
+                    .unwrap_or(false),
+                job_uid: serve.job_uid.or(file.job_uid).unwrap_or(d.scheduler.job_uid),
+                job_gid: serve.job_gid.or(file.job_gid).unwrap_or(d.scheduler.job_gid),
             },
         };
+        let mut c = c;
+        for p in serve
+            .trusted_proxies
+            .clone()
+            .or(file.trusted_proxies)
+            .unwrap_or_default()
+        {
+            match IpNet::parse(&p) {
+                Some(net) => c.trusted_proxies.push(net),
+                None => anyhow::bail!("trusted_proxies: {p:?} is not an IP address or CIDR range"),
+            }
+        }
+        for (name, v) in [
+            ("max_pending_per_user", c.max_pending_per_user),
+            ("max_pending_per_group", c.max_pending_per_group),
+        ] {
+            if !(1..=10_000_000).contains(&v) {
+                anyhow::bail!("{name} must be between 1 and 10000000");
+            }
+        }
         if !(1..=24 * 30).contains(&c.session_ttl_hours) {
             anyhow::bail!("session_ttl_hours must be between 1 and 720");
         }

@@ -50,6 +50,11 @@ pub struct DriverConfig {
     pub stop_grace_ms: i64,
     pub sim_checkpoint_ms: i64,
     pub jobs_dir: PathBuf,
+    /// Pools with the `local` executor may be created (by platform admins) and run.
+    pub allow_local_pools: bool,
+    /// The unprivileged user and group local jobs run as.
+    pub job_uid: u32,
+    pub job_gid: u32,
 }
 
 impl Default for DriverConfig {
@@ -60,6 +65,9 @@ impl Default for DriverConfig {
             stop_grace_ms: 10_000,
             sim_checkpoint_ms: 2_000,
             jobs_dir: PathBuf::from("data/jobs"),
+            allow_local_pools: false,
+            job_uid: 65534,
+            job_gid: 65534,
         }
     }
 }

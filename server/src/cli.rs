@@ -49,7 +49,7 @@ enum AdminCommand {
         #[arg(long, env = "SWITCHYARD_ADMIN_PASSWORD", hide_env_values = true)]
         password: Option<String>,
     },
-    /// Set a new password for a local account (ends its sessions).
+    /// Set a new password for a local account (ends its sessions, revokes its API tokens).
     ResetPassword {
         #[arg(long)]
         tenant: String,
@@ -176,10 +176,7 @@ async fn admin_command(store: &Store, admin: AdminCommand) -> anyhow::Result<Exi
                 .bind(&user_id)
                 .execute(&mut *tx.tx)
                 .await?;
-            sqlx::query("DELETE FROM sessions WHERE user_id = $1")
-                .bind(&user_id)
-                .execute(&mut *tx.tx)
-                .await?;
+            let revoked = directory::end_access(&mut tx, &tenant_id, &user_id, now, true).await?;
             audit::append(
                 &mut tx,
                 now,
@@ -189,13 +186,15 @@ async fn admin_command(store: &Store, admin: AdminCommand) -> anyhow::Result<Exi
                     action: "user.password_reset",
                     target_kind: "user",
                     target_id: &user_id,
-                    summary: json!({"username": username, "sessions_ended": true}),
+                    summary: json!({"username": username, "sessions_ended": true, "api_tokens_revoked": revoked}),
                     meta: &meta,
                 },
             )
             .await?;
             tx.commit().await?;
-            println!("password of {username} in {tenant} reset; their sessions were ended");
+            println!(
+                "password of {username} in {tenant} reset; their sessions were ended and {revoked} API token(s) revoked"
+            );
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::AuditVerify => {

@@ -169,11 +169,15 @@ impl IpNet {
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u128::from(net) & mask == u128::from(ip) & mask
             }
             _ => false,
@@ -293,8 +297,14 @@ impl Config {
                     .allow_local_pools
                     .or(file.allow_local_pools)
                     .unwrap_or(false),
-                job_uid: serve.job_uid.or(file.job_uid).unwrap_or(d.scheduler.job_uid),
-                job_gid: serve.job_gid.or(file.job_gid).unwrap_or(d.scheduler.job_gid),
+                job_uid: serve
+                    .job_uid
+                    .or(file.job_uid)
+                    .unwrap_or(d.scheduler.job_uid),
+                job_gid: serve
+                    .job_gid
+                    .or(file.job_gid)
+                    .unwrap_or(d.scheduler.job_gid),
             },
         };
         let mut c = c;

@@ -270,6 +270,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
             gpu_hour_cost_cents: 350,
             shared: true,
         },
+        false,
     )
     .await
     .map_err(err)?;
@@ -284,9 +285,16 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
             gpu_hour_cost_cents: 180,
             shared: false,
         },
+        false,
     )
     .await
     .map_err(err)?;
+    // What each tenant may reserve on the shared pool (its 16 GPUs, all granted).
+    for (tenant, grant) in [(&alice, 14_000), (&erin, 2_000)] {
+        crate::scheduler::grants::set(store, &root, meta, &shared.id, tenant.tenant_id(), grant)
+            .await
+            .map_err(err)?;
+    }
     let group_id = |tenant: &str, name: &str| {
         let tenant = tenant.to_string();
         let name = name.to_string();
@@ -340,7 +348,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
             &erin,
             "globex",
             "research",
-            4000,
+            2000,
             8000,
             1,
             true,
@@ -437,7 +445,9 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
         job(&queues["forecast"], "demand-forecast", 1000, hour),
     ));
     for (who, j) in submit {
-        jobs::submit(store, who, meta, j).await.map_err(err)?;
+        jobs::submit(store, who, meta, j, Default::default())
+            .await
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -480,7 +490,7 @@ pub fn reclaim_later(
                 .fetch_one(&store.pool)
                 .await?;
             for i in 3..=6 {
-                crate::scheduler::jobs::submit(&store, &carol, &meta, job(&queue, &format!("llama-serve-{i}"), 1000, 4 * 3_600_000))
+                crate::scheduler::jobs::submit(&store, &carol, &meta, job(&queue, &format!("llama-serve-{i}"), 1000, 4 * 3_600_000), Default::default())
                     .await
                     .map_err(|e| anyhow::anyhow!("{:?}", e.0))?;
             }

@@ -323,15 +323,25 @@ struct ScimUser {
     created_at: i64,
 }
 
+/// The users SCIM may see and change, as a condition on the `users` row named `u`: those SCIM
+/// provisioned or an IdP signed in, never local accounts and never admins (those stay under
+/// the tenant's own control; a SCIM token must not disable or delete them).
+fn managed(u: &str) -> String {
+    format!(
+        "{u}.is_tenant_admin = 0 AND {u}.is_platform_admin = 0 AND ({u}.provisioned_by = 'scim' OR EXISTS (SELECT 1 FROM external_identities x WHERE x.user_id = {u}.id))"
+    )
+}
+
 async fn load_users(
     store: &Store,
     tenant: &str,
     id: Option<&str>,
 ) -> Result<Vec<ScimUser>, sqlx::Error> {
-    let rows = sqlx::query(
+    let rows = sqlx::query(&format!(
         "SELECT id, username, display_name, email, external_id, disabled, created_at FROM users
-         WHERE tenant_id = $1 AND ($2 = '' OR id = $2) ORDER BY username",
-    )
+         WHERE tenant_id = $1 AND ($2 = '' OR id = $2) AND {} ORDER BY username",
+        managed("users")
+    ))
     .bind(tenant)
     .bind(id.unwrap_or(""))
     .fetch_all(&store.pool)
@@ -531,9 +541,10 @@ async fn write_user(
     rename: bool,
 ) -> Result<(), ScimError> {
     let mut tx = store.begin_write().await?;
-    let changed = sqlx::query(
-        "UPDATE users SET display_name = $1, email = $2, external_id = $3, disabled = $4 WHERE tenant_id = $5 AND id = $6",
-    )
+    let changed = sqlx::query(&format!(
+        "UPDATE users SET display_name = $1, email = $2, external_id = $3, disabled = $4 WHERE tenant_id = $5 AND id = $6 AND {}",
+        managed("users")
+    ))
     .bind(&input.display_name)
     .bind(input.email.clone())
     .bind(input.external_id.clone())
@@ -558,11 +569,7 @@ async fn write_user(
         }
     }
     if !input.active {
-        sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2")
-            .bind(tenant)
-            .bind(id)
-            .execute(&mut *tx.tx)
-            .await?;
+        crate::identity::directory::end_access(&mut tx, tenant, id, now_ms(), true).await?;
     }
     record(&mut tx, tenant, meta, "user.update", "user", id, json!({"username": input.username, "display_name": input.display_name, "email": input.email, "active": input.active, "via": "scim"})).await?;
     tx.commit().await?;
@@ -829,16 +836,18 @@ async fn set_members(
 ) -> Result<(), ScimError> {
     let now = now_ms();
     for uid in add {
-        let user: Option<String> =
-            sqlx::query_scalar("SELECT username FROM users WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(uid)
-                .fetch_optional(&mut *tx.tx)
-                .await?;
+        let user: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT username FROM users WHERE tenant_id = $1 AND id = $2 AND {}",
+            managed("users")
+        ))
+        .bind(tenant)
+        .bind(uid)
+        .fetch_optional(&mut *tx.tx)
+        .await?;
         let Some(username) = user else {
             return Err(ScimError::bad(
                 "invalidValue",
-                format!("no user {uid} in this tenant"),
+                format!("no user {uid} managed by SCIM in this tenant"),
             ));
         };
         let exists: i64 = sqlx::query_scalar(
@@ -870,9 +879,11 @@ async fn set_members(
         .await?;
     }
     for uid in remove {
-        let gone = sqlx::query(
-            "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3",
-        )
+        let gone = sqlx::query(&format!(
+            "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3
+             AND user_id IN (SELECT u.id FROM users u WHERE {})",
+            managed("u")
+        ))
         .bind(tenant)
         .bind(group.0)
         .bind(uid)

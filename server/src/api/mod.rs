@@ -83,7 +83,8 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
                 .merge(crate::access::api::router())
                 .merge(crate::tenancy::router())
                 .merge(crate::audit::api::router())
-                .merge(crate::scheduler::api::router()),
+                .merge(crate::scheduler::api::router())
+                .merge(crate::scheduler::grants::router()),
         )
         .split_for_parts()
 }

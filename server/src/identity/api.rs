@@ -109,7 +109,7 @@ async fn get_user(
     Ok(Json(dir::get_user(&s.store, &p, &id).await?))
 }
 
-#[utoipa::path(patch, path = "/users/{id}", tag = "users", params(("id" = String, Path)), request_body = UpdateUser, responses((status = 200, body = User), (status = 404, body = Problem), (status = 422, body = Problem)))]
+#[utoipa::path(patch, path = "/users/{id}", tag = "users", params(("id" = String, Path)), request_body = UpdateUser, responses((status = 200, body = User), (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn update_user(
     State(s): State<AppState>,
     Caller(p, meta): Caller,
@@ -121,7 +121,7 @@ async fn update_user(
     ))
 }
 
-#[utoipa::path(delete, path = "/users/{id}", tag = "users", params(("id" = String, Path)), responses((status = 204), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[utoipa::path(delete, path = "/users/{id}", tag = "users", params(("id" = String, Path)), responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 async fn delete_user(
     State(s): State<AppState>,
     Caller(p, meta): Caller,

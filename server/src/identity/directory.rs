@@ -255,6 +255,7 @@ pub async fn update_user(
 ) -> ApiResult<User> {
     require(p, Action::ManageDirectory)?;
     let current = get_user(store, p, id).await?;
+    guard_platform_admin(p, &current)?;
     let mut v = Validator::default();
     if let Some(d) = &input.display_name {
         v.check(
@@ -315,13 +316,14 @@ pub async fn update_user(
             .execute(&mut *tx.tx)
             .await?;
     }
+    // A disabled account or a changed password ends every open browser session at once; a
+    // password set by someone else (a reset) revokes the user's API tokens too. A user changing
+    // their own password keeps their tokens (the audit entry says so).
+    let own_change = id == p.user_id();
+    let mut tokens_revoked = 0;
     if disabled || new_hash.is_some() {
-        // A disabled account or a changed password ends every open browser session at once.
-        sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2")
-            .bind(p.tenant_id())
-            .bind(id)
-            .execute(&mut *tx.tx)
-            .await?;
+        let revoke = disabled || !own_change;
+        tokens_revoked = end_access(&mut tx, p.tenant_id(), id, now, revoke).await?;
     }
     let mut changes = serde_json::Map::new();
     if display_name != current.display_name {
@@ -347,6 +349,14 @@ pub async fn update_user(
     }
     if new_hash.is_some() {
         changes.insert("password".into(), json!("changed"));
+        changes.insert(
+            "api_tokens".into(),
+            if own_change {
+                json!("kept (own change)")
+            } else {
+                json!({"revoked": tokens_revoked})
+            },
+        );
     }
     audit::record(
         &mut tx,
@@ -361,6 +371,44 @@ pub async fn update_user(
     .await?;
     tx.commit().await?;
     get_user(store, p, id).await
+}
+
+/// Only platform admins may change, disable or delete a platform admin's account: a tenant
+/// admin of the platform tenant must not be able to take one over.
+fn guard_platform_admin(p: &Principal, target: &User) -> Result<(), AppError> {
+    if target.is_platform_admin && !p.me.is_platform_admin {
+        return Err(AppError::Forbidden);
+    }
+    Ok(())
+}
+
+/// Ends what a user's old credentials opened, inside the caller's transaction: every browser
+/// session, and with `revoke_tokens` every API token still valid (marked revoked, so the token
+/// list shows why it stopped working). Returns how many tokens were revoked.
+pub async fn end_access(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    now: i64,
+    revoke_tokens: bool,
+) -> Result<u64, sqlx::Error> {
+    sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant_id)
+        .bind(user_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    if !revoke_tokens {
+        return Ok(0);
+    }
+    let done = sqlx::query(
+        "UPDATE api_tokens SET revoked_at = $1 WHERE tenant_id = $2 AND user_id = $3 AND revoked_at IS NULL",
+    )
+    .bind(now)
+    .bind(tenant_id)
+    .bind(user_id)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Deletes a user with their sessions, tokens and memberships, inside the caller's transaction.
@@ -388,6 +436,7 @@ pub async fn delete_user(
 ) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
     let user = get_user(store, p, id).await?;
+    guard_platform_admin(p, &user)?;
     if id == p.user_id() {
         return Err(AppError::Conflict("You cannot delete your own account".into()).into());
     }

@@ -49,9 +49,15 @@ async fn create_pool(
     Ok((
         StatusCode::CREATED,
         Json(
-            res::create_pool(&s.store, &p, &meta, input)
-                .await
-                .inspect(|_| s.scheduler.poke())?,
+            res::create_pool(
+                &s.store,
+                &p,
+                &meta,
+                input,
+                s.config.scheduler.allow_local_pools,
+            )
+            .await
+            .inspect(|_| s.scheduler.poke())?,
         ),
     ))
 }
@@ -184,7 +190,7 @@ async fn submit_job(
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<SubmitJob>,
 ) -> ApiResult<(StatusCode, Json<Job>)> {
-    let job = jobs::submit(&s.store, &p, &meta, input).await?;
+    let job = jobs::submit(&s.store, &p, &meta, input, (&*s.config).into()).await?;
     s.scheduler.poke();
     Ok((StatusCode::CREATED, Json(job)))
 }
@@ -198,7 +204,7 @@ async fn submit_jobs(
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<SubmitJobs>,
 ) -> ApiResult<(StatusCode, Json<SubmittedJobs>)> {
-    let jobs = jobs::submit_batch(&s.store, &p, &meta, input).await?;
+    let jobs = jobs::submit_batch(&s.store, &p, &meta, input, (&*s.config).into()).await?;
     s.scheduler.poke();
     Ok((StatusCode::CREATED, Json(SubmittedJobs { jobs })))
 }

@@ -34,9 +34,13 @@ use tokio::sync::Notify;
 use app::model::{format_gpus as gpus, PoolNode, RequestMeta};
 
 use super::core::{self, Decisions, WaitReason};
+use super::executor::disabled::DisabledExecutor;
 use super::executor::local::LocalExecutor;
+use super::executor::sandbox::{self, JobUser};
 use super::executor::simulated::SimulatedExecutor;
-use super::executor::{AbortCallback, AbortKind, Adopt, ExecEvent, Executor, Launch, StopReason};
+use super::executor::{
+    AbortCallback, AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason,
+};
 use super::jobs::LIVE;
 use crate::audit::{self, Actor, BatchRecord};
 use crate::clock::now_ms;
@@ -95,6 +99,28 @@ impl SchedulerHandle {
     }
 }
 
+/// The executor of `local` pools: real processes as the job user when the server allows local
+/// pools and can start jobs as that user; otherwise one that runs nothing and says why.
+fn local_executor(cfg: &DriverConfig, tx: Events) -> Arc<dyn Executor> {
+    if !cfg.allow_local_pools {
+        return Arc::new(DisabledExecutor::new(
+            tx,
+            "local pools are turned off on this server (setting allow_local_pools)",
+        ));
+    }
+    let user = JobUser {
+        uid: cfg.job_uid,
+        gid: cfg.job_gid,
+    };
+    match sandbox::plan(user) {
+        Ok(user) => Arc::new(LocalExecutor::with_user(cfg.jobs_dir.clone(), tx, user)),
+        Err(reason) => {
+            tracing::error!(%reason, "scheduler: local pools cannot run");
+            Arc::new(DisabledExecutor::new(tx, reason))
+        }
+    }
+}
+
 /// Starts the driver on the current runtime. Dropping the returned handle does not stop it;
 /// abort the task to stop it.
 pub fn start(
@@ -105,7 +131,7 @@ pub fn start(
     let (tx, rx) = unbounded_channel();
     let sim: Arc<dyn Executor> =
         Arc::new(SimulatedExecutor::new(tx.clone(), cfg.sim_checkpoint_ms));
-    let local: Arc<dyn Executor> = Arc::new(LocalExecutor::new(cfg.jobs_dir.clone(), tx));
+    let local = local_executor(&cfg, tx);
     let mut d = Driver {
         store,
         cfg,

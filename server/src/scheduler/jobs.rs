@@ -14,6 +14,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
+use super::caps::PendingCaps;
 use super::resources::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::audit;
@@ -241,9 +242,9 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         input
             .checkpoint_dir
             .as_deref()
-            .is_none_or(|d| !d.is_empty() && d.len() <= 1000 && !d.contains('\0')),
+            .is_none_or(super::executor::sandbox::checkpoint_path_ok),
         "checkpoint_dir",
-        "must be 1 to 1000 characters",
+        "must be a relative path inside the job's folder (no leading '/', no '..'), at most 1000 characters",
     );
     v.check(
         input
@@ -422,6 +423,7 @@ pub async fn submit(
     p: &Principal,
     meta: &RequestMeta,
     input: SubmitJob,
+    caps: PendingCaps,
 ) -> ApiResult<Job> {
     require(p, Action::SubmitJobs)?;
     let ctx = queue_ctx(store, p, &input.queue_id).await?;
@@ -429,6 +431,7 @@ pub async fn submit(
     let job = prepare(&ctx, p, input, now)?;
     let priority = priority_of(&ctx, &job);
     let mut tx = store.begin_write().await?;
+    super::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
     let items = [(job, ctx.profile.gpu_memory_mb, priority)];
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
     let [(job, _, _)] = items;
@@ -457,6 +460,7 @@ pub async fn submit_batch(
     p: &Principal,
     meta: &RequestMeta,
     input: SubmitJobs,
+    caps: PendingCaps,
 ) -> ApiResult<Vec<Job>> {
     require(p, Action::SubmitJobs)?;
     if input.jobs.is_empty() || input.jobs.len() > MAX_BATCH {
@@ -504,6 +508,8 @@ pub async fn submit_batch(
         return Err(AppError::Validation(errors).into());
     }
     let mut tx = store.begin_write().await?;
+    let new: Vec<&Job> = items.iter().map(|(j, _, _)| j).collect();
+    super::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
     let records: Vec<audit::BatchRecord> = items
         .iter()

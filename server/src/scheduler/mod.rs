@@ -3,9 +3,11 @@
 //! [`executor`] the seam to the machines that run jobs.
 
 pub mod api;
+pub mod caps;
 pub mod core;
 pub mod driver;
 pub mod executor;
+pub mod grants;
 pub mod jobs;
 pub mod overview;
 pub mod resources;

@@ -157,15 +157,28 @@ pub async fn get_pool(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool>
     Ok(pool_from_row(&row)?)
 }
 
+/// Declares a pool. `local_pools_allowed`: the server's `allow_local_pools` setting; a pool
+/// whose jobs run as processes on the server's host is a platform admin's decision alone.
 pub async fn create_pool(
     store: &Store,
     p: &Principal,
     meta: &RequestMeta,
     input: CreatePool,
+    local_pools_allowed: bool,
 ) -> ApiResult<Pool> {
     require(p, Action::ManagePolicy)?;
     if input.shared {
         require(p, Action::ManageSharedPools)?;
+    }
+    if input.executor == "local" {
+        require(p, Action::ManageSharedPools)?;
+        if !local_pools_allowed {
+            return Err(AppError::field(
+                "executor",
+                "local pools are turned off on this server (setting allow_local_pools)",
+            )
+            .into());
+        }
     }
     let name = input.name.trim().to_lowercase();
     let mut v = Validator::default();
@@ -557,6 +570,7 @@ pub async fn set_policy(
             (id, "policy.create")
         }
     };
+    super::grants::check(&mut tx, p.tenant_id(), "reservation_milli").await?;
     let to = json!({"reservation_milli": input.reservation_milli, "limit_milli": input.limit_milli, "over_quota_weight": input.over_quota_weight, "over_quota_allowed": input.over_quota_allowed, "exceed_users": input.exceed_users});
     let from = current.map(|c| json!({"reservation_milli": c.reservation_milli, "limit_milli": c.limit_milli, "over_quota_weight": c.over_quota_weight, "over_quota_allowed": c.over_quota_allowed, "exceed_users": c.exceed_users}));
     audit::record(
@@ -719,6 +733,7 @@ pub async fn create_queue(
         .execute(&mut *tx.tx)
         .await
         .map_err(|e| unique_violation_as(e, AppError::field("name", "a queue with this name exists")))?;
+    super::grants::check(&mut tx, p.tenant_id(), "pools").await?;
     audit::record(
         &mut tx,
         now,

@@ -111,6 +111,17 @@ impl Store {
         if dialect == Dialect::Sqlite {
             use sqlx::Executor;
             pool.execute("PRAGMA journal_mode = WAL;").await?;
+            // The database (and its WAL files, which SQLite creates with the database's mode)
+            // is readable by this process's user alone: local jobs run as another user.
+            if let Some(path) = sqlite_path(url) {
+                for suffix in ["", "-wal", "-shm"] {
+                    let file = format!("{path}{suffix}");
+                    if Path::new(&file).exists() {
+                        use std::os::unix::fs::PermissionsExt;
+                        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+                    }
+                }
+            }
         }
         match dialect {
             Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,

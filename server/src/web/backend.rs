@@ -129,7 +129,14 @@ impl Backend for WebBackend {
         meta: &RequestMeta,
         input: SubmitJob,
     ) -> Result<Job, AppError> {
-        let job = jobs::submit(&self.state.store, p, meta, input).await?;
+        let job = jobs::submit(
+            &self.state.store,
+            p,
+            meta,
+            input,
+            (&*self.state.config).into(),
+        )
+        .await?;
         self.state.scheduler.poke();
         Ok(job)
     }
@@ -149,7 +156,8 @@ impl Backend for WebBackend {
         meta: &RequestMeta,
         input: CreatePool,
     ) -> Result<Pool, AppError> {
-        let out = res::create_pool(&self.state.store, p, meta, input).await?;
+        let allowed = self.state.config.scheduler.allow_local_pools;
+        let out = res::create_pool(&self.state.store, p, meta, input, allowed).await?;
         self.state.scheduler.poke();
         Ok(out)
     }

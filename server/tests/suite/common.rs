@@ -95,6 +95,15 @@ pub struct TestApp {
     pub jobs_dir: Option<tempfile::TempDir>,
 }
 
+/// The user local jobs run as in the tests: `nobody` when the tests run as root (as in CI),
+/// else the tests' own user (which cannot switch users).
+pub fn job_user() -> (u32, u32) {
+    match switchyard::scheduler::executor::sandbox::current_uid() {
+        Some(0) | None => (65534, 65534),
+        Some(uid) => (uid, uid),
+    }
+}
+
 pub struct Resp {
     pub status: StatusCode,
     pub headers: HeaderMap,
@@ -127,6 +136,10 @@ impl TestApp {
         config.scheduler.sim_checkpoint_ms = 50;
         config.scheduler.stop_grace_ms = 500;
         config.scheduler.jobs_dir = jobs_dir.path().to_path_buf();
+        config.scheduler.allow_local_pools = true;
+        let (uid, gid) = job_user();
+        config.scheduler.job_uid = uid;
+        config.scheduler.job_gid = gid;
         let state = switchyard::state(db.store.clone(), config);
         let router = switchyard::api::app(state.clone());
         let driver = Some(switchyard::start_scheduler(&state));

@@ -15,6 +15,7 @@ mod ldap;
 mod policies;
 mod saml;
 mod scim;
+mod security;
 mod sign_in;
 mod sso;
 mod store;

@@ -174,7 +174,7 @@ async fn policies_are_tenant_scoped_and_validated(kind: Kind) {
         .post(
             "/api/v1/pools",
             &a,
-            json!({"name": "alpha-only", "executor": "local", "nodes": [node("l1", 0)]}),
+            json!({"name": "alpha-only", "executor": "simulated", "nodes": [node("l1", 0)]}),
         )
         .await;
     assert_eq!(

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
+use super::sandbox::{self, JobUser};
 use super::{AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason};
 
 /// The name of the log file in a job's folder.
@@ -48,13 +49,6 @@ exit "$switchyard_code""#;
 
 /// Signals a process group through bash's `kill` builtin: `$1` the signal, `$2` the group id.
 const KILL_GROUP: &str = r#"kill -s "$1" -- "-$2""#;
-
-/// Variables of the control plane's own environment that jobs never inherit (credentials and
-/// configuration; the job's `SWITCHYARD_*` variables are set explicitly).
-fn scrubbed(key: &OsString) -> bool {
-    let key = key.to_string_lossy();
-    key == "DATABASE_URL" || key.starts_with("SWITCHYARD_")
-}
 
 static ATTEMPTS: AtomicU64 = AtomicU64::new(1);
 
@@ -86,14 +80,26 @@ pub struct LocalExecutor {
     root: PathBuf,
     events: Events,
     jobs: Table,
+    /// The user jobs run as; `None`: as this process's own (unprivileged) user.
+    user: Option<JobUser>,
 }
 
 impl LocalExecutor {
+    /// Jobs run as this process's user (tests of the executor itself).
     pub fn new(root: PathBuf, events: Events) -> LocalExecutor {
+        LocalExecutor::with_user(root, events, None)
+    }
+
+    /// Jobs run as `user` (see [`sandbox`]); `None` when the server already runs as it.
+    pub fn with_user(root: PathBuf, events: Events, user: Option<JobUser>) -> LocalExecutor {
+        if let Err(e) = sandbox::prepare_root(&root) {
+            tracing::warn!(error = %e, root = %root.display(), "local executor: cannot prepare the jobs folder");
+        }
         LocalExecutor {
             root,
             events,
             jobs: Arc::new(Mutex::new(HashMap::new())),
+            user,
         }
     }
 
@@ -135,12 +141,14 @@ impl LocalExecutor {
     fn spawn_job(&self, job: &Launch, dir: &Path) -> Result<tokio::process::Child, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create job folder {}: {e}", dir.display()))?;
+        sandbox::hand_over(dir, self.user)
+            .map_err(|e| format!("cannot give the job folder to the job user: {e}"))?;
         match std::fs::remove_file(dir.join(EXIT_CODE_FILE)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("cannot remove the previous exit code: {e}")),
         }
-        let env = job_env(job, dir).map_err(|e| format!("cannot create checkpoint folder: {e}"))?;
+        let env = job_env(job, dir, self.user)?;
         let (stdout, stderr) = log_files(&dir.join(OUTPUT_FILE))
             .map_err(|e| format!("cannot open {OUTPUT_FILE}: {e}"))?;
         let mut cmd = Command::new("bash");
@@ -148,7 +156,7 @@ impl LocalExecutor {
             .arg(WRAPPER)
             .arg("switchyard-job")
             .arg(&job.command);
-        prepare(&mut cmd, dir, &env);
+        prepare(&mut cmd, dir, &env, self.user);
         cmd.stdout(stdout).stderr(stderr);
         cmd.spawn().map_err(|e| format!("cannot start bash: {e}"))
     }
@@ -251,8 +259,10 @@ impl Executor for LocalExecutor {
         let jobs = self.jobs.clone();
         let events = self.events.clone();
         let job_id = job_id.to_string();
+        let user = self.user;
         tokio::spawn(async move {
-            let (checkpointed, callback) = run_abort_callback(&launch, &dir, pid, reason).await;
+            let (checkpointed, callback) =
+                run_abort_callback(&launch, &dir, pid, reason, user).await;
             let terminated = terminate(pid, grace_ms).await;
             let mut table = lock(&jobs);
             let mut exited = None;
@@ -396,23 +406,43 @@ fn dir_name(job_id: &str) -> String {
     name
 }
 
-/// The variables a job (and its abort callback) gets on top of the scrubbed environment of the
-/// control plane. Creates the checkpoint folder; a relative one is taken inside the job folder.
-fn job_env(job: &Launch, dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
-    let mut env: Vec<(OsString, OsString)> = job
-        .env
-        .iter()
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
+/// The variables a job (and its abort callback) gets: nothing of the control plane's
+/// environment, only [`sandbox::base_env`] and the job's own. Creates the checkpoint folder
+/// inside the job folder (a path that would leave it is refused), owned by the job user.
+fn job_env(
+    job: &Launch,
+    dir: &Path,
+    user: Option<JobUser>,
+) -> Result<Vec<(OsString, OsString)>, String> {
+    let mut env = sandbox::base_env(dir);
+    env.extend(
+        job.env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
     env.push(("SWITCHYARD_JOB_ID".into(), job.job_id.clone().into()));
     env.push((
         "SWITCHYARD_RESUME_COUNT".into(),
         job.resume_count.to_string().into(),
     ));
     if let Some(ckpt) = &job.checkpoint_dir {
-        let ckpt = dir.join(ckpt);
-        std::fs::create_dir_all(&ckpt)?;
-        env.push(("SWITCHYARD_CHECKPOINT_DIR".into(), ckpt.into_os_string()));
+        if !sandbox::checkpoint_path_ok(ckpt) {
+            return Err(format!(
+                "checkpoint folder {ckpt:?} refused: it must be a relative path inside the job's folder"
+            ));
+        }
+        let mut path = dir.to_path_buf();
+        for part in Path::new(ckpt).components() {
+            path.push(part);
+            if !path.is_dir() {
+                std::fs::create_dir(&path)
+                    .map_err(|e| format!("cannot create checkpoint folder: {e}"))?;
+                sandbox::hand_over(&path, user).map_err(|e| {
+                    format!("cannot give the checkpoint folder to the job user: {e}")
+                })?;
+            }
+        }
+        env.push(("SWITCHYARD_CHECKPOINT_DIR".into(), path.into_os_string()));
     }
     let mut devices: Vec<u32> = Vec::new();
     for (index, _) in &job.devices {
@@ -425,15 +455,15 @@ fn job_env(job: &Launch, dir: &Path) -> std::io::Result<Vec<(OsString, OsString)
     Ok(env)
 }
 
-/// Common settings of a job's and a callback's process: own group, folder, environment, no input.
-fn prepare(cmd: &mut Command, dir: &Path, env: &[(OsString, OsString)]) {
-    for (key, _) in std::env::vars_os() {
-        if scrubbed(&key) {
-            cmd.env_remove(key);
-        }
-    }
+/// Common settings of a job's and a callback's process: own group, folder, a clean
+/// environment, no input, and the job user (supplementary groups are dropped with it).
+fn prepare(cmd: &mut Command, dir: &Path, env: &[(OsString, OsString)], user: Option<JobUser>) {
+    cmd.env_clear();
     for (key, value) in env {
         cmd.env(key, value);
+    }
+    if let Some(u) = user {
+        cmd.uid(u.uid).gid(u.gid);
     }
     cmd.current_dir(dir).stdin(Stdio::null()).process_group(0);
 }
@@ -465,12 +495,13 @@ async fn run_abort_callback(
     dir: &Path,
     pid: u32,
     reason: StopReason,
+    user: Option<JobUser>,
 ) -> (bool, String) {
     let Some(callback) = &launch.abort else {
         return (false, "no abort callback".into());
     };
     let timeout_ms = callback.timeout_ms.max(0);
-    let mut env = match job_env(launch, dir) {
+    let mut env = match job_env(launch, dir, user) {
         Ok(env) => env,
         Err(e) => return (false, format!("abort callback not run: {e}")),
     };
@@ -486,7 +517,7 @@ async fn run_abort_callback(
         AbortKind::Python => Command::new("python3"),
     };
     cmd.arg("-c").arg(&callback.command);
-    prepare(&mut cmd, dir, &env);
+    prepare(&mut cmd, dir, &env, user);
     match log_files(&dir.join(OUTPUT_FILE)) {
         Ok((out, err)) => cmd.stdout(out).stderr(err),
         Err(_) => cmd.stdout(Stdio::null()).stderr(Stdio::null()),
@@ -1198,14 +1229,6 @@ mod tests {
         assert_eq!(dir_name(""), "%");
         assert_eq!(dir_name("../etc/passwd"), "%%2E%2E%2Fetc%2Fpasswd");
         assert_eq!(dir_name("a b"), "%a%20b");
-    }
-
-    #[test]
-    fn control_plane_secrets_are_not_inherited() {
-        assert!(scrubbed(&"DATABASE_URL".into()));
-        assert!(scrubbed(&"SWITCHYARD_ADMIN_PASSWORD".into()));
-        assert!(!scrubbed(&"PATH".into()));
-        assert!(!scrubbed(&"HOME".into()));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! Kubernetes plug in behind the same trait: `launch` becomes "create a pod / send to the agent",
 //! `stop` "run the abort hook, then delete with a grace period", `adopt` "watch the existing pod".
 
+pub mod disabled;
 pub mod local;
+pub mod sandbox;
 pub mod simulated;
 
 use tokio::sync::mpsc::UnboundedSender;

@@ -18,7 +18,7 @@ use tokio::process::Command;
 
 use app::model::SamlSettings;
 use switchyard::config::Config;
-use switchyard::identity::saml;
+use switchyard::identity::sso::saml;
 use switchyard::identity::sso::ProviderRow;
 
 fn hidden(page: &str, name: &str) -> String {

@@ -254,7 +254,8 @@ fn job(queue_id: &str, name: &str, gpu_milli: i64, duration_ms: i64) -> SubmitJo
 /// shared pool and spills over to acme's own pool, data engineering waits at its quota, and
 /// [`reclaim_later`] makes inference take its reservation back (a live preemption).
 async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> anyhow::Result<()> {
-    use crate::scheduler::{jobs, resources as res};
+    use crate::policy as res;
+    use crate::scheduler::jobs;
     let err = |e: crate::api::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
     let root = principal(people, "platform", "root")?;
     let alice = principal(people, "acme", "alice")?;
@@ -291,7 +292,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
     .map_err(err)?;
     // What each tenant may reserve on the shared pool (its 16 GPUs, all granted).
     for (tenant, grant) in [(&alice, 14_000), (&erin, 2_000)] {
-        crate::scheduler::grants::set(store, &root, meta, &shared.id, tenant.tenant_id(), grant)
+        crate::policy::grants::set(store, &root, meta, &shared.id, tenant.tenant_id(), grant)
             .await
             .map_err(err)?;
     }

@@ -20,5 +20,5 @@ pub struct AppState {
     pub leptos: LeptosOptions,
     pub scheduler: SchedulerHandle,
     /// OIDC discovery documents and signing keys, per provider.
-    pub oidc: Arc<crate::identity::oidc::DiscoveryCache>,
+    pub oidc: Arc<crate::identity::sso::oidc::DiscoveryCache>,
 }

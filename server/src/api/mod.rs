@@ -79,12 +79,12 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             "/api/v1",
             OpenApiRouter::new()
                 .merge(crate::identity::api::router())
-                .merge(crate::identity::idp_api::router())
+                .merge(crate::identity::sso::api::router())
                 .merge(crate::access::api::router())
                 .merge(crate::tenancy::router())
                 .merge(crate::audit::api::router())
                 .merge(crate::scheduler::api::router())
-                .merge(crate::scheduler::grants::router()),
+                .merge(crate::policy::grants::router()),
         )
         .split_for_parts()
 }
@@ -103,7 +103,7 @@ pub fn app(state: AppState) -> Router {
                 async move { ([(header::CONTENT_TYPE, "application/json")], body) }
             }),
         )
-        .merge(crate::scim::router())
+        .merge(crate::identity::scim::router())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics));

@@ -3,11 +3,8 @@
 
 pub mod api;
 pub mod directory;
-pub mod idp_api;
-pub mod ldap;
-pub mod oidc;
 pub mod password;
-pub mod saml;
+pub mod scim;
 pub mod secret;
 pub mod sso;
 pub mod throttle;

@@ -10,10 +10,10 @@ use utoipa_axum::routes;
 use app::model::*;
 
 use super::jobs::{self, JobFilter};
-use super::resources as res;
 use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::Caller;
+use crate::policy as res;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -1,16 +1,13 @@
-//! GPU scheduling. [`core`] is the pure decision function over a snapshot; [`resources`] the
-//! tenant's pools, profiles, policies and queues; [`jobs`] submission and the job lifecycle;
-//! [`executor`] the seam to the machines that run jobs.
+//! GPU scheduling. [`core`] is the pure decision function over a snapshot; [`jobs`] submission
+//! and the job lifecycle; [`driver`] the loop that loads, decides, commits and dispatches to the
+//! executors of [`crate::nodes`]. The pools, profiles, policies and queues it schedules over are
+//! [`crate::policy`]'s.
 
 pub mod api;
-pub mod caps;
 pub mod core;
 pub mod driver;
-pub mod executor;
-pub mod grants;
 pub mod jobs;
 pub mod overview;
-pub mod resources;
 
 #[cfg(test)]
 mod tests;

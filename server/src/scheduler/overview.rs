@@ -14,10 +14,10 @@ use app::model::*;
 use super::core;
 use super::driver::{load, Loaded};
 use super::jobs::{list_jobs, JobFilter};
-use super::resources::{list_pools, list_queues, usable_queues};
 use crate::api::error::ApiResult;
 use crate::clock::now_ms;
 use crate::identity::require;
+use crate::policy::{list_pools, list_queues, usable_queues};
 use crate::store::Store;
 
 /// Per-group use from a loaded snapshot: (used, over quota, running, waiting), by group id.

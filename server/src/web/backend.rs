@@ -5,7 +5,8 @@ use app::error::AppError;
 use app::model::*;
 
 use crate::identity::directory::{self as dir, ListParams};
-use crate::scheduler::{jobs, resources as res};
+use crate::policy as res;
+use crate::scheduler::jobs;
 use crate::state::AppState;
 
 pub struct WebBackend {
@@ -220,7 +221,7 @@ impl Backend for WebBackend {
     }
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
         let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;
-        Ok(crate::identity::idp_api::test_connection(&self.state, &row).await)
+        Ok(crate::identity::sso::api::test_connection(&self.state, &row).await)
     }
     async fn set_sign_in_settings(
         &self,

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use app::model::RequestMeta;
 
 use super::auth::{cookie, safe_next, session_cookie};
-use crate::identity::ldap;
-use crate::identity::oidc::{self, REQUEST_TTL_MS};
-use crate::identity::saml;
+use crate::identity::sso::ldap;
+use crate::identity::sso::oidc::{self, REQUEST_TTL_MS};
+use crate::identity::sso::saml;
 use crate::identity::sso::{self, ExternalLogin, Finished, ProviderRow};
 use crate::state::AppState;
 

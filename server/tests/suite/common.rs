@@ -98,7 +98,7 @@ pub struct TestApp {
 /// The user local jobs run as in the tests: `nobody` when the tests run as root (as in CI),
 /// else the tests' own user (which cannot switch users).
 pub fn job_user() -> (u32, u32) {
-    match switchyard::scheduler::executor::sandbox::current_uid() {
+    match switchyard::nodes::executor::sandbox::current_uid() {
         Some(0) | None => (65534, 65534),
         Some(uid) => (uid, uid),
     }

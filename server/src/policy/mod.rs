@@ -2,6 +2,8 @@
 //! Every query is scoped by the caller's tenant; shared pools (no owner) are visible to all
 //! tenants and created by platform admins only.
 
+pub mod grants;
+
 use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -9,12 +11,12 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::core::WHOLE;
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::directory::slug_ok;
 use crate::identity::require;
+use crate::scheduler::core::WHOLE;
 use crate::store::{flag, new_id, Store};
 
 pub const EXECUTORS: &[&str] = &["simulated", "local"];
@@ -570,7 +572,7 @@ pub async fn set_policy(
             (id, "policy.create")
         }
     };
-    super::grants::check(&mut tx, p.tenant_id(), "reservation_milli").await?;
+    self::grants::check(&mut tx, p.tenant_id(), "reservation_milli").await?;
     let to = json!({"reservation_milli": input.reservation_milli, "limit_milli": input.limit_milli, "over_quota_weight": input.over_quota_weight, "over_quota_allowed": input.over_quota_allowed, "exceed_users": input.exceed_users});
     let from = current.map(|c| json!({"reservation_milli": c.reservation_milli, "limit_milli": c.limit_milli, "over_quota_weight": c.over_quota_weight, "over_quota_allowed": c.over_quota_allowed, "exceed_users": c.exceed_users}));
     audit::record(
@@ -733,7 +735,7 @@ pub async fn create_queue(
         .execute(&mut *tx.tx)
         .await
         .map_err(|e| unique_violation_as(e, AppError::field("name", "a queue with this name exists")))?;
-    super::grants::check(&mut tx, p.tenant_id(), "pools").await?;
+    self::grants::check(&mut tx, p.tenant_id(), "pools").await?;
     audit::record(
         &mut tx,
         now,

@@ -7,6 +7,8 @@
 //! `preempted` → `queued` again with `resume_count + 1`; any live state → `aborted` (by its user
 //! or an admin) or `lost` (the executor lost it).
 
+pub mod caps;
+
 use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -14,12 +16,12 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::caps::PendingCaps;
-use super::resources::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
+use self::caps::PendingCaps;
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
+use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
 use crate::store::{flag, new_id, Store, WriteTx};
 
 pub const LIVE: &[&str] = &["queued", "admitted", "starting", "running", "preempting"];
@@ -242,7 +244,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         input
             .checkpoint_dir
             .as_deref()
-            .is_none_or(super::executor::sandbox::checkpoint_path_ok),
+            .is_none_or(crate::nodes::executor::sandbox::checkpoint_path_ok),
         "checkpoint_dir",
         "must be a relative path inside the job's folder (no leading '/', no '..'), at most 1000 characters",
     );
@@ -431,7 +433,7 @@ pub async fn submit(
     let job = prepare(&ctx, p, input, now)?;
     let priority = priority_of(&ctx, &job);
     let mut tx = store.begin_write().await?;
-    super::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
+    self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
     let items = [(job, ctx.profile.gpu_memory_mb, priority)];
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
     let [(job, _, _)] = items;
@@ -509,7 +511,7 @@ pub async fn submit_batch(
     }
     let mut tx = store.begin_write().await?;
     let new: Vec<&Job> = items.iter().map(|(j, _, _)| j).collect();
-    super::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
+    self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
     let records: Vec<audit::BatchRecord> = items
         .iter()

@@ -24,10 +24,10 @@ use sqlx::Row;
 
 use app::model::{ConnectionCheck, OidcSettings};
 
-use super::secret;
-use super::sso::{self, ExternalLogin, ProviderRow};
+use super::{self as sso, ExternalLogin, ProviderRow};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::identity::secret;
 use crate::store::Store;
 
 /// How long a sign-in may take between the redirect to the IdP and the callback.

@@ -13,7 +13,7 @@ use ldap3::{dn_escape, ldap_escape, Ldap, LdapConnAsync, LdapConnSettings, Scope
 
 use app::model::{ConnectionCheck, LdapSettings};
 
-use super::sso::{ExternalLogin, ProviderRow};
+use super::{ExternalLogin, ProviderRow};
 
 /// Why an LDAP sign-in failed.
 #[derive(Debug, thiserror::Error)]

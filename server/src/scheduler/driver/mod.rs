@@ -10,7 +10,7 @@
 //!
 //! # Restart
 //! At start the driver hands every job the store has in `starting`, `running` or `preempting`
-//! to its executor's [`adopt`](super::executor::Executor::adopt) (which finds the process
+//! to its executor's [`adopt`](crate::nodes::executor::Executor::adopt) (which finds the process
 //! again, reports its exit, or reports it lost), then re-sends the stops of `preempting` and
 //! aborting jobs. An `admitted` job was never handed to an executor (the state `starting` is
 //! committed before `launch`), so it is launched as usual. No job is lost or started twice.
@@ -34,16 +34,16 @@ use tokio::sync::Notify;
 use app::model::{format_gpus as gpus, PoolNode, RequestMeta};
 
 use super::core::{self, Decisions, WaitReason};
-use super::executor::disabled::DisabledExecutor;
-use super::executor::local::LocalExecutor;
-use super::executor::sandbox::{self, JobUser};
-use super::executor::simulated::SimulatedExecutor;
-use super::executor::{
-    AbortCallback, AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason,
-};
 use super::jobs::LIVE;
 use crate::audit::{self, Actor, BatchRecord};
 use crate::clock::now_ms;
+use crate::nodes::executor::disabled::DisabledExecutor;
+use crate::nodes::executor::local::LocalExecutor;
+use crate::nodes::executor::sandbox::{self, JobUser};
+use crate::nodes::executor::simulated::SimulatedExecutor;
+use crate::nodes::executor::{
+    AbortCallback, AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason,
+};
 use crate::store::{new_id, Dialect, Store, WriteTx};
 
 /// What the driver needs from the configuration.

@@ -10,10 +10,11 @@ use utoipa_axum::routes;
 use app::access::Action;
 use app::model::*;
 
-use super::{ldap, oidc, require, sso};
+use super::{self as sso, ldap, oidc};
 use crate::api::error::{ApiResult, Problem};
 use crate::api::extract::ApiJson;
 use crate::api::Caller;
+use crate::identity::require;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -140,7 +141,7 @@ async fn issue_scim_token(
     State(s): State<AppState>,
     Caller(p, meta): Caller,
 ) -> ApiResult<(StatusCode, Json<ScimToken>)> {
-    let token = crate::scim::issue_token(&s.store, &p, &meta).await?;
+    let token = crate::identity::scim::issue_token(&s.store, &p, &meta).await?;
     Ok((StatusCode::CREATED, Json(ScimToken { token })))
 }
 
@@ -150,6 +151,6 @@ async fn revoke_scim_token(
     State(s): State<AppState>,
     Caller(p, meta): Caller,
 ) -> ApiResult<StatusCode> {
-    crate::scim::revoke_token(&s.store, &p, &meta).await?;
+    crate::identity::scim::revoke_token(&s.store, &p, &meta).await?;
     Ok(StatusCode::NO_CONTENT)
 }

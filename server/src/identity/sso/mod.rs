@@ -8,6 +8,11 @@
 //! the provider's id as its `source`; the next sign-in removes those the IdP no longer sends.
 //! Memberships an admin added by hand (`local`) are never touched by sync.
 
+pub mod api;
+pub mod ldap;
+pub mod oidc;
+pub mod saml;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
@@ -17,13 +22,13 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::directory::slug_ok;
-use super::require;
-use super::tokens;
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::identity::directory::slug_ok;
+use crate::identity::require;
+use crate::identity::tokens;
 use crate::store::{flag, new_id, Store, WriteTx};
 
 pub const KINDS: &[&str] = &["oidc", "saml", "ldap"];
@@ -104,11 +109,11 @@ impl ProviderRow {
             has_client_secret: self.secret.is_some(),
             redirect_uri: match self.kind.as_str() {
                 "oidc" => oidc_redirect_uri(config),
-                "saml" => super::saml::acs_url(config, &self.tenant_slug, &self.name),
+                "saml" => saml::acs_url(config, &self.tenant_slug, &self.name),
                 _ => String::new(),
             },
             sp_entity_id: (self.kind == "saml")
-                .then(|| super::saml::sp_entity_id(config, &self.tenant_slug, &self.name)),
+                .then(|| saml::sp_entity_id(config, &self.tenant_slug, &self.name)),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -391,7 +396,7 @@ pub async fn create_provider(
     require(p, Action::ManageDirectory)?;
     input.name = input.name.trim().to_lowercase();
     if input.kind == "saml" {
-        super::saml::resolve(&mut input).await?;
+        saml::resolve(&mut input).await?;
     }
     validate(&input, false)?;
     let now = now_ms();
@@ -436,7 +441,7 @@ pub async fn update_provider(
     let existing = provider_row(store, p, id).await?;
     input.name = input.name.trim().to_lowercase();
     if input.kind == "saml" {
-        super::saml::resolve(&mut input).await?;
+        saml::resolve(&mut input).await?;
     }
     validate(&input, existing.secret.is_some())?;
     let now = now_ms();

@@ -33,11 +33,11 @@ use samael::traits::ToXml;
 
 use app::model::{ConnectionCheck, SamlSettings, SaveIdentityProvider};
 
-use super::secret;
-use super::sso::{ExternalLogin, ProviderRow};
+use super::{ExternalLogin, ProviderRow};
 use crate::api::error::{AppError, Validator};
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::identity::secret;
 use crate::store::Store;
 
 /// How far the IdP's clock may be off from ours.
@@ -197,7 +197,7 @@ pub async fn resolve(input: &mut SaveIdentityProvider) -> Result<(), AppError> {
             }
         }
     } else if let Some(url) = s.idp_metadata_url.clone() {
-        if !super::sso::url_ok(&url) {
+        if !super::url_ok(&url) {
             v.check(
                 false,
                 "saml.idp_metadata_url",
@@ -242,7 +242,7 @@ pub async fn resolve(input: &mut SaveIdentityProvider) -> Result<(), AppError> {
         "the IdP's entity ID is required (give the metadata, or enter it)",
     );
     v.check(
-        super::sso::url_ok(&s.idp_sso_url),
+        super::url_ok(&s.idp_sso_url),
         "saml.idp_sso_url",
         "must be an https URL (http only for localhost)",
     );

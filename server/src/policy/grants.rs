@@ -21,13 +21,13 @@ use utoipa_axum::routes;
 use app::access::Action;
 use app::model::*;
 
-use super::core::WHOLE;
 use crate::api::error::{ApiResult, AppError, Problem};
 use crate::api::extract::ApiJson;
 use crate::api::Caller;
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
+use crate::scheduler::core::WHOLE;
 use crate::state::AppState;
 use crate::store::{Store, WriteTx};
 

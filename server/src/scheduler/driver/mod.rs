@@ -35,6 +35,7 @@ use app::model::{format_gpus as gpus, PoolNode, RequestMeta};
 
 use super::core::{self, Decisions, WaitReason};
 use super::jobs::LIVE;
+use crate::store::STATEMENT_PARAMS;
 use crate::audit::{self, Actor, BatchRecord};
 use crate::clock::now_ms;
 use crate::nodes::executor::disabled::DisabledExecutor;
@@ -278,10 +279,6 @@ fn placeholders(start: usize, n: usize) -> String {
         .join(", ")
 }
 
-/// Parameters per multi-row statement. SQLite looks parameter names up in a list, so binding
-/// costs grow with the square of the count: a few hundred per statement is fastest there, and
-/// costs PostgreSQL nothing measurable.
-pub(crate) const STATEMENT_PARAMS: usize = 400;
 
 /// `(v1, v2, …), (…)` for `rows` rows of `arity` parameters, numbered from `$start`.
 fn value_rows(start: usize, rows: usize, arity: usize) -> String {

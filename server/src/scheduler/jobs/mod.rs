@@ -19,6 +19,7 @@ use app::model::*;
 use self::caps::PendingCaps;
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::audit;
+use crate::store::STATEMENT_PARAMS;
 use crate::clock::now_ms;
 use crate::identity::require;
 use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
@@ -328,8 +329,8 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
 const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
     abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at";
 const JOB_INSERT_ARITY: usize = 25;
-/// Rows per multi-row insert (25 parameters each; see [`super::driver::STATEMENT_PARAMS`]).
-const INSERT_CHUNK: usize = super::driver::STATEMENT_PARAMS / JOB_INSERT_ARITY;
+/// Rows per multi-row insert (25 parameters each; see [`STATEMENT_PARAMS`]).
+const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
 
 fn placeholders(rows: usize, arity: usize) -> String {
     let mut out = String::with_capacity(rows * arity * 5);

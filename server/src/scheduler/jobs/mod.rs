@@ -19,10 +19,10 @@ use app::model::*;
 use self::caps::PendingCaps;
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::audit;
-use crate::store::STATEMENT_PARAMS;
 use crate::clock::now_ms;
 use crate::identity::require;
 use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
+use crate::store::STATEMENT_PARAMS;
 use crate::store::{flag, new_id, Store, WriteTx};
 
 pub const LIVE: &[&str] = &["queued", "admitted", "starting", "running", "preempting"];

@@ -1,0 +1,457 @@
+//! Committing a cycle's decisions (admissions, preemptions, wait reasons) and launching
+//! admitted jobs: each in one transaction with its job events and audit entries.
+
+use super::*;
+
+/// One `job_events` row waiting for a multi-row insert.
+pub(super) struct EventRow {
+    pub(super) tenant_id: String,
+    pub(super) job_id: String,
+    pub(super) from: Option<String>,
+    pub(super) to: String,
+    pub(super) detail: String,
+}
+
+pub(super) fn plural(n: i64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// A waiting job's reason as a code and in plain words.
+pub(super) fn wait_words(r: &WaitReason, group: &str, job_gpus: i64) -> (&'static str, String) {
+    match r {
+        WaitReason::OverLimit { used, limit } => (
+            "over_limit",
+            format!(
+                "{group} is using {} of its limit of {} GPUs; this job's {} GPUs would go over it. It starts when the group's other jobs finish.",
+                gpus(*used as i64), gpus(*limit as i64), gpus(job_gpus)
+            ),
+        ),
+        WaitReason::QuotaExhausted { used, reservation } => (
+            "quota_exhausted",
+            format!(
+                "{group} is using {} of its {} reserved GPUs, and this job may not borrow idle GPUs beyond the reservation (over-quota is off for its queue, group or user, or its priority class is not preemptible).",
+                gpus(*used as i64), gpus(*reservation as i64)
+            ),
+        ),
+        WaitReason::NoCapacity => (
+            "no_capacity",
+            format!(
+                "Within {group}'s reservation, but no node of the queue's pools has {} GPUs free and nothing borrowed can be reclaimed yet (borrowers that started less than the minimum runtime ago are protected). It starts when capacity frees up.",
+                gpus(job_gpus)
+            ),
+        ),
+        WaitReason::WaitingForPreemption { victims } => (
+            "reclaiming",
+            format!(
+                "Reclaiming {group}'s reserved GPUs: {} of other groups that borrowed them {} being stopped (checkpoint, then stop). It starts as soon as they have.",
+                plural(victims.len() as i64, "over-quota job", "over-quota jobs"),
+                if victims.len() == 1 { "is" } else { "are" }
+            ),
+        ),
+        WaitReason::NoIdleCapacity => (
+            "no_idle_capacity",
+            format!(
+                "{group} is at or beyond its reservation, so this job borrows idle GPUs, and none are idle for it now (idle GPUs go first to the borrowing groups with the smallest share for their weight)."
+            ),
+        ),
+        WaitReason::Unschedulable => (
+            "unschedulable",
+            "This request cannot be placed on any node of the queue's pools.".to_string(),
+        ),
+    }
+}
+
+pub(super) fn placeholders(start: usize, n: usize) -> String {
+    (start..start + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `(v1, v2, …), (…)` for `rows` rows of `arity` parameters, numbered from `$start`.
+pub(super) fn value_rows(start: usize, rows: usize, arity: usize) -> String {
+    (0..rows)
+        .map(|r| format!("({})", placeholders(start + r * arity, arity)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One admission's new columns.
+pub(super) struct AdmitRow {
+    pub(super) id: String,
+    pub(super) pool_id: String,
+    pub(super) node: i64,
+    pub(super) node_name: String,
+    pub(super) slices: String,
+    pub(super) over_quota: i64,
+}
+
+/// Marks queued jobs admitted in multi-row `UPDATE … FROM (VALUES …)` statements; returns
+/// the ids that were still queued (and so changed).
+pub(super) async fn admit_rows(
+    tx: &mut WriteTx,
+    now: i64,
+    rows: &[AdmitRow],
+) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+    let mut changed = std::collections::HashSet::new();
+    for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
+        let sql = format!(
+            "UPDATE jobs SET state = 'admitted', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
+                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1
+             FROM (VALUES {}) AS v
+             WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
+            value_rows(2, chunk.len(), 6)
+        );
+        let mut q = sqlx::query(&sql).bind(now);
+        for r in chunk {
+            q = q
+                .bind(&r.id)
+                .bind(&r.pool_id)
+                .bind(r.node)
+                .bind(&r.node_name)
+                .bind(&r.slices)
+                .bind(r.over_quota);
+        }
+        for row in q.fetch_all(&mut *tx.tx).await? {
+            changed.insert(row.try_get::<String, _>("id")?);
+        }
+    }
+    Ok(changed)
+}
+
+/// Writes the `running` transitions gathered so far (job id, handle, state it leaves).
+pub(super) async fn flush_running(
+    tx: &mut WriteTx,
+    now: i64,
+    pending: &mut Vec<(String, String, String)>,
+) -> Result<(), sqlx::Error> {
+    for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1
+             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3",
+            value_rows(2, chunk.len(), 3)
+        );
+        let mut q = sqlx::query(&sql).bind(now);
+        for (id, handle, from) in chunk {
+            q = q.bind(id).bind(handle).bind(from);
+        }
+        q.execute(&mut *tx.tx).await?;
+    }
+    pending.clear();
+    Ok(())
+}
+
+pub(super) async fn insert_events(
+    tx: &mut WriteTx,
+    at: i64,
+    rows: &[EventRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(STATEMENT_PARAMS / 7) {
+        let values = (0..chunk.len())
+            .map(|i| {
+                let b = i * 7 + 1;
+                format!(
+                    "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                    b,
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4,
+                    b + 5,
+                    b + 6
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {values}");
+        let mut q = sqlx::query(&sql);
+        for r in chunk {
+            q = q
+                .bind(new_id())
+                .bind(r.tenant_id.clone())
+                .bind(r.job_id.clone())
+                .bind(at)
+                .bind(r.from.clone())
+                .bind(r.to.clone())
+                .bind(r.detail.clone());
+        }
+        q.execute(&mut *tx.tx).await?;
+    }
+    Ok(())
+}
+
+impl Driver {
+    pub(super) async fn launches(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<(String, Launch)>, sqlx::Error> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(STATEMENT_PARAMS) {
+            let sql = format!(
+                "SELECT j.id, j.command, j.image, j.env, j.checkpoint_dir, j.abort_kind, j.abort_command, j.abort_timeout_ms, j.duration_ms, j.resume_count,
+                    j.node_name, j.slices, j.handle, j.started_at, j.admitted_at, p.executor
+                 FROM jobs j JOIN pools p ON p.id = j.pool_id WHERE j.id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(id.clone());
+            }
+            for r in q.fetch_all(&self.store.pool).await? {
+                let env: std::collections::BTreeMap<String, String> =
+                    serde_json::from_str(&r.try_get::<String, _>("env")?).unwrap_or_default();
+                let slices: Option<String> = r.try_get("slices")?;
+                let abort = match (
+                    r.try_get::<Option<String>, _>("abort_kind")?,
+                    r.try_get::<Option<String>, _>("abort_command")?,
+                ) {
+                    (Some(kind), Some(command)) => Some(AbortCallback {
+                        kind: if kind == "python" {
+                            AbortKind::Python
+                        } else {
+                            AbortKind::Bash
+                        },
+                        command,
+                        timeout_ms: r.try_get("abort_timeout_ms")?,
+                    }),
+                    _ => None,
+                };
+                out.push((
+                    r.try_get::<String, _>("executor")?,
+                    Launch {
+                        job_id: r.try_get("id")?,
+                        resume_count: r.try_get("resume_count")?,
+                        command: r.try_get("command")?,
+                        image: r.try_get("image")?,
+                        env: env.into_iter().collect(),
+                        checkpoint_dir: r.try_get("checkpoint_dir")?,
+                        abort,
+                        node: r
+                            .try_get::<Option<String>, _>("node_name")?
+                            .unwrap_or_default(),
+                        devices: slices
+                            .and_then(|s| serde_json::from_str(&s).ok())
+                            .unwrap_or_default(),
+                        duration_ms: r.try_get("duration_ms")?,
+                    },
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits admissions, preemptions and wait reasons in one transaction with their events
+    /// and audit entries. Returns the ids admitted.
+    pub(super) async fn commit(
+        &self,
+        l: &Loaded,
+        d: &Decisions,
+        now: i64,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let mut wait_updates = Vec::new();
+        for (job, reason) in &d.waiting {
+            let j = &l.jobs[*job as usize];
+            let group = j
+                .queue
+                .map(|q| l.groups[l.queue_group[q as usize] as usize].name.as_str())
+                .unwrap_or("the group");
+            let (code, text) = wait_words(reason, group, j.gpu_milli);
+            if j.wait_code.as_deref() != Some(code) || j.wait_reason.as_deref() != Some(&text) {
+                wait_updates.push((j.id.clone(), code, text));
+            }
+        }
+        if d.admits.is_empty() && d.preempts.is_empty() && wait_updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.store.begin_write().await?;
+        let mut events = Vec::new();
+        let mut audits = Vec::new();
+        let mut admitted = Vec::new();
+        let rows: Vec<AdmitRow> = d
+            .admits
+            .iter()
+            .map(|a| {
+                let pool = a.placement.pool as usize;
+                AdmitRow {
+                    id: l.jobs[a.job as usize].id.clone(),
+                    pool_id: l.pool_ids[pool].clone(),
+                    node: a.placement.node as i64,
+                    node_name: l.node_names[pool]
+                        .get(a.placement.node as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    slices: serde_json::to_string(&a.placement.slices)
+                        .unwrap_or_else(|_| "[]".into()),
+                    over_quota: i64::from(a.over_quota),
+                }
+            })
+            .collect();
+        let changed = admit_rows(&mut tx, now, &rows).await?;
+        for (a, row) in d.admits.iter().zip(&rows) {
+            let j = &l.jobs[a.job as usize];
+            let pool = a.placement.pool as usize;
+            if !changed.contains(&row.id) {
+                continue;
+            }
+            let node_name = row.node_name.clone();
+            let detail = format!(
+                "admitted to {} on {}{}",
+                l.pool_names[pool],
+                node_name,
+                if a.over_quota {
+                    " (over quota: borrowing idle GPUs, may be preempted)"
+                } else {
+                    ""
+                }
+            );
+            events.push(EventRow {
+                tenant_id: j.tenant_id.clone(),
+                job_id: j.id.clone(),
+                from: Some("queued".into()),
+                to: "admitted".into(),
+                detail,
+            });
+            audits.push(BatchRecord {
+                tenant_id: j.tenant_id.clone(),
+                action: "job.admit",
+                target_kind: "job",
+                target_id: j.id.clone(),
+                summary: json!({"name": j.name, "pool": l.pool_names[pool], "node": node_name, "gpu_milli": j.gpu_milli, "over_quota": a.over_quota}),
+            });
+            admitted.push(j.id.clone());
+        }
+        for p in &d.preempts {
+            let v = &l.jobs[p.victim as usize];
+            let f = &l.jobs[p.for_job as usize];
+            let for_group = &l.groups[p.for_group as usize];
+            let victim_group = &l.groups[p.victim_group as usize];
+            let changed = sqlx::query(
+                "UPDATE jobs SET state = 'preempting', stop_reason = 'preempt', preempted_for = $1, updated_at = $2
+                 WHERE id = $3 AND state IN ('admitted', 'starting', 'running') AND stop_reason IS NULL",
+            )
+            .bind(&for_group.id)
+            .bind(now)
+            .bind(&v.id)
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected();
+            if changed == 0 {
+                continue;
+            }
+            let same_tenant = for_group.tenant_id == v.tenant_id;
+            let for_name = if same_tenant {
+                for_group.name.clone()
+            } else {
+                "a group of another organization".to_string()
+            };
+            let reason = format!(
+                "{} was borrowing idle GPUs beyond its reservation; {} needs its reserved GPUs back",
+                victim_group.name, for_name
+            );
+            sqlx::query(
+                "INSERT INTO preemptions (id, at, pool_id, victim_tenant_id, victim_job_id, victim_group_id, for_tenant_id, for_job_id, for_group_id, gpu_milli, reason)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(new_id())
+            .bind(now)
+            .bind(v.pool_id.clone().unwrap_or_default())
+            .bind(&v.tenant_id)
+            .bind(&v.id)
+            .bind(&victim_group.id)
+            .bind(&f.tenant_id)
+            .bind(&f.id)
+            .bind(&for_group.id)
+            .bind(v.gpu_milli)
+            .bind(&reason)
+            .execute(&mut *tx.tx)
+            .await?;
+            events.push(EventRow {
+                tenant_id: v.tenant_id.clone(),
+                job_id: v.id.clone(),
+                from: Some(v.state.clone()),
+                to: "preempting".into(),
+                detail: format!("preempting: {reason}; running its abort callback, then stopping"),
+            });
+            audits.push(BatchRecord {
+                tenant_id: v.tenant_id.clone(),
+                action: "job.preempt",
+                target_kind: "job",
+                target_id: v.id.clone(),
+                summary: json!({"name": v.name, "group": victim_group.name, "for_group": for_name, "gpu_milli": v.gpu_milli}),
+            });
+        }
+        for (id, code, text) in &wait_updates {
+            sqlx::query(
+                "UPDATE jobs SET wait_code = $1, wait_reason = $2 WHERE id = $3 AND state = 'queued'",
+            )
+            .bind(*code)
+            .bind(text)
+            .bind(id)
+            .execute(&mut *tx.tx)
+            .await?;
+        }
+        insert_events(&mut tx, now, &events).await?;
+        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        tx.commit().await?;
+        Ok(admitted)
+    }
+
+    /// Marks admitted jobs `starting` (one transaction) and hands them to their executors.
+    pub(super) async fn launch(&mut self, ids: &[String]) -> Result<(), sqlx::Error> {
+        let now = now_ms();
+        let mut started = Vec::new();
+        let mut tx = self.store.begin_write().await?;
+        for chunk in ids.chunks(STATEMENT_PARAMS) {
+            let sql = format!(
+                "UPDATE jobs SET state = 'starting', updated_at = $1 WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for id in chunk {
+                q = q.bind(id.clone());
+            }
+            for r in q.fetch_all(&mut *tx.tx).await? {
+                started.push((
+                    r.try_get::<String, _>("id")?,
+                    r.try_get::<String, _>("tenant_id")?,
+                    r.try_get::<String, _>("name")?,
+                ));
+            }
+        }
+        if started.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<EventRow> = started
+            .iter()
+            .map(|(id, t, _)| EventRow {
+                tenant_id: t.clone(),
+                job_id: id.clone(),
+                from: Some("admitted".into()),
+                to: "starting".into(),
+                detail: "handed to the pool's executor".into(),
+            })
+            .collect();
+        let audits: Vec<BatchRecord> = started
+            .iter()
+            .map(|(id, t, name)| BatchRecord {
+                tenant_id: t.clone(),
+                action: "job.start",
+                target_kind: "job",
+                target_id: id.clone(),
+                summary: json!({"name": name}),
+            })
+            .collect();
+        insert_events(&mut tx, now, &events).await?;
+        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        tx.commit().await?;
+        let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();
+        for (kind, launch) in self.launches(&ids).await? {
+            self.executor(&kind).launch(launch).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,233 @@
+//! Committing what the executors report (running, exited, stopped, lost), in one
+//! transaction per batch of events.
+
+use super::commit::{flush_running, insert_events, placeholders, EventRow};
+use super::*;
+
+impl Driver {
+    /// Commits what the executors reported, in one transaction.
+    pub(super) async fn apply_events(&mut self, evs: &[ExecEvent]) -> Result<(), sqlx::Error> {
+        let now = now_ms();
+        let mut ids: Vec<String> = evs.iter().map(|e| event_job(e).to_string()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        // Current state of each job, updated as the events apply in order.
+        let mut jobs: HashMap<String, EventJob> = HashMap::new();
+        for chunk in ids.chunks(STATEMENT_PARAMS) {
+            let sql = format!(
+                "SELECT id, tenant_id, name, state, stop_reason, resume_count, started_at FROM jobs WHERE id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(id.clone());
+            }
+            for r in q.fetch_all(&self.store.pool).await? {
+                jobs.insert(
+                    r.try_get("id")?,
+                    (
+                        r.try_get("tenant_id")?,
+                        r.try_get("name")?,
+                        r.try_get("state")?,
+                        r.try_get("stop_reason")?,
+                        r.try_get("resume_count")?,
+                        r.try_get("started_at")?,
+                    ),
+                );
+            }
+        }
+        let mut tx = self.store.begin_write().await?;
+        let mut events = Vec::new();
+        let mut audits = Vec::new();
+        let mut changed_any = false;
+        // `running` transitions are written together; any other write first flushes them,
+        // so the statements still apply in event order.
+        let mut running: Vec<(String, String, String)> = Vec::new();
+        for ev in evs {
+            let id = event_job(ev);
+            let Some((tenant, name, state, stop_reason, resume_count, started_at)) =
+                jobs.get_mut(id)
+            else {
+                continue;
+            };
+            if !matches!(ev, ExecEvent::Running { .. }) && !running.is_empty() {
+                flush_running(&mut tx, now, &mut running).await?;
+            }
+            let live = LIVE.contains(&state.as_str()) && state != "queued";
+            // (new state, detail, audit action, exit code) for a transition.
+            let mut transition: Option<(String, String, &'static str, Option<i64>)> = None;
+            match ev {
+                ExecEvent::Running { handle, .. } => {
+                    if state == "admitted" || state == "starting" {
+                        running.push((id.to_string(), handle.clone(), state.clone()));
+                        events.push(EventRow {
+                            tenant_id: tenant.clone(),
+                            job_id: id.to_string(),
+                            from: Some(state.clone()),
+                            to: "running".into(),
+                            detail: format!("running ({handle})"),
+                        });
+                        audits.push(BatchRecord {
+                            tenant_id: tenant.clone(),
+                            action: "job.running",
+                            target_kind: "job",
+                            target_id: id.to_string(),
+                            summary: json!({"name": name, "handle": handle}),
+                        });
+                        *state = "running".into();
+                        *started_at = Some(now);
+                        changed_any = true;
+                    } else if live {
+                        // Already being stopped: keep the handle so a restart can find it.
+                        flush_running(&mut tx, now, &mut running).await?;
+                        sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2) WHERE id = $3")
+                            .bind(handle)
+                            .bind(now)
+                            .bind(id)
+                            .execute(&mut *tx.tx)
+                            .await?;
+                    }
+                }
+                ExecEvent::Exited { code, .. } if live => {
+                    let (to, action) = if *code == 0 {
+                        ("succeeded", "job.succeeded")
+                    } else {
+                        ("failed", "job.failed")
+                    };
+                    transition = Some((
+                        to.into(),
+                        format!("exited with code {code}"),
+                        action,
+                        Some(*code as i64),
+                    ));
+                }
+                ExecEvent::Stopped {
+                    checkpointed,
+                    detail,
+                    ..
+                } if live => match stop_reason.as_deref() {
+                    Some("preempt") => {
+                        let n = *resume_count + 1;
+                        sqlx::query(
+                            "UPDATE jobs SET state = 'queued', resume_count = $1, pool_id = NULL, node = NULL, node_name = NULL, slices = NULL, over_quota = 0,
+                                stop_reason = NULL, preempted_for = NULL, handle = NULL, admitted_at = NULL, started_at = NULL, queued_at = $2, updated_at = $2,
+                                wait_code = NULL, wait_reason = NULL WHERE id = $3 AND state = $4",
+                        )
+                        .bind(n)
+                        .bind(now)
+                        .bind(id)
+                        .bind(state.as_str())
+                        .execute(&mut *tx.tx)
+                        .await?;
+                        events.push(EventRow {
+                            tenant_id: tenant.clone(),
+                            job_id: id.to_string(),
+                            from: Some(state.clone()),
+                            to: "preempted".into(),
+                            detail: detail.clone(),
+                        });
+                        events.push(EventRow {
+                            tenant_id: tenant.clone(),
+                            job_id: id.to_string(),
+                            from: Some("preempted".into()),
+                            to: "queued".into(),
+                            detail: format!(
+                                "requeued to resume{} (attempt {})",
+                                if *checkpointed {
+                                    " from its checkpoint"
+                                } else {
+                                    ""
+                                },
+                                n + 1
+                            ),
+                        });
+                        audits.push(BatchRecord {
+                            tenant_id: tenant.clone(),
+                            action: "job.requeue",
+                            target_kind: "job",
+                            target_id: id.to_string(),
+                            summary: json!({"name": name, "checkpointed": checkpointed, "resume_count": n}),
+                        });
+                        *state = "queued".into();
+                        *stop_reason = None;
+                        *resume_count = n;
+                        self.stops_sent.remove(id);
+                        changed_any = true;
+                    }
+                    Some("abort") => {
+                        transition = Some(("aborted".into(), detail.clone(), "job.aborted", None));
+                    }
+                    Some("max_runtime") => {
+                        transition = Some((
+                            "failed".into(),
+                            format!("exceeded its maximum runtime: {detail}"),
+                            "job.failed",
+                            None,
+                        ));
+                    }
+                    _ => {
+                        transition = Some((
+                            "lost".into(),
+                            format!("stopped without a request: {detail}"),
+                            "job.lost",
+                            None,
+                        ));
+                    }
+                },
+                ExecEvent::Lost { reason, .. } if live => {
+                    transition = Some(("lost".into(), reason.clone(), "job.lost", None));
+                }
+                _ => {}
+            }
+            if let Some((to, detail, action, code)) = transition {
+                let duration = started_at.map(|s| now - s);
+                sqlx::query("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL WHERE id = $5 AND state = $6")
+                    .bind(&to)
+                    .bind(code)
+                    .bind(&detail)
+                    .bind(now)
+                    .bind(id)
+                    .bind(state.as_str())
+                    .execute(&mut *tx.tx)
+                    .await?;
+                events.push(EventRow {
+                    tenant_id: tenant.clone(),
+                    job_id: id.to_string(),
+                    from: Some(state.clone()),
+                    to: to.clone(),
+                    detail: detail.clone(),
+                });
+                audits.push(BatchRecord {
+                    tenant_id: tenant.clone(),
+                    action,
+                    target_kind: "job",
+                    target_id: id.to_string(),
+                    summary: json!({"name": name, "detail": detail, "ran_ms": duration}),
+                });
+                *state = to;
+                self.stops_sent.remove(id);
+                changed_any = true;
+            }
+        }
+        flush_running(&mut tx, now, &mut running).await?;
+        insert_events(&mut tx, now, &events).await?;
+        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        tx.commit().await?;
+        if changed_any {
+            self.handle.poke();
+        }
+        Ok(())
+    }
+}
+
+/// (tenant, name, state, stop reason, resume count, started at) of a job an event is about.
+type EventJob = (String, String, String, Option<String>, i64, Option<i64>);
+
+fn event_job(e: &ExecEvent) -> &str {
+    match e {
+        ExecEvent::Running { job_id, .. }
+        | ExecEvent::Exited { job_id, .. }
+        | ExecEvent::Stopped { job_id, .. }
+        | ExecEvent::Lost { job_id, .. } => job_id,
+    }
+}

@@ -1,0 +1,239 @@
+//! Loading the store's view of live jobs, pools, groups and queues into a core snapshot.
+
+use super::*;
+
+/// A live job as the driver loads it.
+#[derive(Clone, Debug)]
+pub(crate) struct LiveJob {
+    pub(crate) id: String,
+    pub(crate) tenant_id: String,
+    pub(crate) name: String,
+    pub(crate) queue_id: String,
+    pub(crate) queue: Option<u32>,
+    pub(crate) user_id: String,
+    pub(crate) gpu_milli: i64,
+    pub(crate) gpu_memory_mb: i64,
+    pub(crate) priority: i64,
+    pub(crate) preemptible: bool,
+    pub(crate) state: String,
+    pub(crate) wait_code: Option<String>,
+    pub(crate) wait_reason: Option<String>,
+    pub(crate) pool_id: Option<String>,
+    pub(crate) node: Option<i64>,
+    pub(crate) slices: Vec<(u32, u32)>,
+    pub(crate) preempted_for: Option<String>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) max_runtime_ms: Option<i64>,
+    pub(crate) submitted_at: i64,
+    pub(crate) admitted_at: Option<i64>,
+    pub(crate) started_at: Option<i64>,
+}
+
+pub(crate) struct GroupInfo {
+    pub(crate) id: String,
+    pub(crate) tenant_id: String,
+    pub(crate) name: String,
+    pub(crate) exceed_users: Vec<String>,
+}
+
+/// The store's view turned into a core snapshot, with the ids to map decisions back.
+pub(crate) struct Loaded {
+    pub(crate) snap: core::Snapshot,
+    pub(crate) pool_ids: Vec<String>,
+    pub(crate) pool_names: Vec<String>,
+    pub(crate) pool_executor: Vec<String>,
+    pub(crate) node_names: Vec<Vec<String>>,
+    pub(crate) groups: Vec<GroupInfo>,
+    pub(crate) queue_group: Vec<u32>,
+    /// Indexed by the core's job id.
+    pub(crate) jobs: Vec<LiveJob>,
+}
+
+fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, sqlx::Error> {
+    let queue_id: String = r.try_get("queue_id")?;
+    let slices: Option<String> = r.try_get("slices")?;
+    Ok(LiveJob {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        name: r.try_get("name")?,
+        queue: queue_index.get(&queue_id).copied(),
+        queue_id,
+        user_id: r.try_get("user_id")?,
+        gpu_milli: r.try_get("gpu_milli")?,
+        gpu_memory_mb: r.try_get("gpu_memory_mb")?,
+        priority: r.try_get("priority")?,
+        preemptible: r.try_get::<i64, _>("preemptible")? != 0,
+        state: r.try_get("state")?,
+        wait_code: r.try_get("wait_code")?,
+        wait_reason: r.try_get("wait_reason")?,
+        pool_id: r.try_get("pool_id")?,
+        node: r.try_get("node")?,
+        slices: slices
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
+        preempted_for: r.try_get("preempted_for")?,
+        stop_reason: r.try_get("stop_reason")?,
+        max_runtime_ms: r.try_get("max_runtime_ms")?,
+        submitted_at: r.try_get("submitted_at")?,
+        admitted_at: r.try_get("admitted_at")?,
+        started_at: r.try_get("started_at")?,
+    })
+}
+
+/// Reads pools, policies, queues and live jobs into a core snapshot.
+pub(crate) async fn load(
+    store: &Store,
+    now: i64,
+    min_runtime_ms: i64,
+) -> Result<Loaded, sqlx::Error> {
+    let pool_rows = sqlx::query("SELECT id, name, executor, nodes FROM pools ORDER BY id")
+        .fetch_all(&store.pool)
+        .await?;
+    let mut snap = core::Snapshot {
+        now,
+        min_runtime_ms,
+        ..Default::default()
+    };
+    let mut pool_ids = Vec::new();
+    let mut pool_names = Vec::new();
+    let mut pool_executor = Vec::new();
+    let mut node_names = Vec::new();
+    let mut pool_index = HashMap::new();
+    for r in &pool_rows {
+        let id: String = r.try_get("id")?;
+        let nodes: Vec<PoolNode> =
+            serde_json::from_str(&r.try_get::<String, _>("nodes")?).unwrap_or_default();
+        pool_index.insert(id.clone(), pool_ids.len() as u32);
+        snap.pools.push(core::Pool {
+            nodes: nodes
+                .iter()
+                .map(|n| core::Node {
+                    devices: (0..n.gpus)
+                        .map(|_| core::Device {
+                            memory_mb: n.gpu_memory_mb,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        });
+        node_names.push(nodes.iter().map(|n| n.name.clone()).collect());
+        pool_ids.push(id);
+        pool_names.push(r.try_get("name")?);
+        pool_executor.push(r.try_get("executor")?);
+    }
+    let policy_rows = sqlx::query(
+        "SELECT p.id, p.tenant_id, p.group_id, g.name AS group_name, p.reservation_milli, p.limit_milli, p.over_quota_weight, p.over_quota_allowed, p.exceed_users
+         FROM policies p JOIN groups g ON g.id = p.group_id ORDER BY p.id",
+    )
+    .fetch_all(&store.pool)
+    .await?;
+    let mut policy_group = HashMap::new();
+    let mut groups = Vec::new();
+    for r in &policy_rows {
+        let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
+        policy_group.insert(r.try_get::<String, _>("id")?, groups.len() as u32);
+        snap.groups.push(core::GroupPolicy {
+            reservation: clamp(r.try_get("reservation_milli")?),
+            limit: clamp(r.try_get("limit_milli")?),
+            over_quota_weight: clamp(r.try_get("over_quota_weight")?).max(1),
+            over_quota_allowed: r.try_get::<i64, _>("over_quota_allowed")? != 0,
+        });
+        groups.push(GroupInfo {
+            id: r.try_get("group_id")?,
+            tenant_id: r.try_get("tenant_id")?,
+            name: r.try_get("group_name")?,
+            exceed_users: serde_json::from_str(&r.try_get::<String, _>("exceed_users")?)
+                .unwrap_or_default(),
+        });
+    }
+    let queue_rows = sqlx::query("SELECT id, policy_id, pools, over_quota FROM queues ORDER BY id")
+        .fetch_all(&store.pool)
+        .await?;
+    let mut queue_index = HashMap::new();
+    let mut queue_group = Vec::new();
+    for r in &queue_rows {
+        let Some(&g) = policy_group.get(&r.try_get::<String, _>("policy_id")?) else {
+            continue;
+        };
+        let pools: Vec<String> =
+            serde_json::from_str(&r.try_get::<String, _>("pools")?).unwrap_or_default();
+        queue_index.insert(r.try_get::<String, _>("id")?, snap.queues.len() as u32);
+        queue_group.push(g);
+        snap.queues.push(core::Queue {
+            group: g,
+            pools: pools
+                .iter()
+                .filter_map(|p| pool_index.get(p).copied())
+                .collect(),
+            over_quota: r.try_get::<i64, _>("over_quota")? != 0,
+        });
+    }
+    let group_index: HashMap<&str, u32> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.id.as_str(), i as u32))
+        .collect();
+    let job_rows = sqlx::query(
+        "SELECT id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices,
+            preempted_for, stop_reason, max_runtime_ms, submitted_at, admitted_at, started_at
+         FROM jobs WHERE state IN ('queued', 'admitted', 'starting', 'running', 'preempting') ORDER BY submitted_at, id",
+    )
+    .fetch_all(&store.pool)
+    .await?;
+    let mut jobs = Vec::with_capacity(job_rows.len());
+    for r in &job_rows {
+        let j = live_job(r, &queue_index)?;
+        let idx = jobs.len() as u64;
+        let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
+        if let Some(q) = j.queue {
+            if j.state == "queued" {
+                if j.stop_reason.is_none() {
+                    let g = &groups[queue_group[q as usize] as usize];
+                    snap.pending.push(core::PendingJob {
+                        id: idx,
+                        queue: q,
+                        priority: j.priority as i32,
+                        preemptible: j.preemptible,
+                        may_exceed: g.exceed_users.is_empty()
+                            || g.exceed_users.contains(&j.user_id),
+                        gpus: clamp(j.gpu_milli),
+                        memory_mb: clamp(j.gpu_memory_mb),
+                        submitted_at: j.submitted_at,
+                    });
+                }
+            } else if let (Some(pool), Some(node)) =
+                (j.pool_id.as_ref().and_then(|p| pool_index.get(p)), j.node)
+            {
+                snap.running.push(core::RunningJob {
+                    id: idx,
+                    queue: q,
+                    priority: j.priority as i32,
+                    preemptible: j.preemptible,
+                    gpus: clamp(j.gpu_milli),
+                    memory_mb: clamp(j.gpu_memory_mb),
+                    placement: core::Placement {
+                        pool: *pool,
+                        node: node as u32,
+                        slices: j.slices.clone(),
+                    },
+                    started_at: j.started_at.or(j.admitted_at).unwrap_or(now),
+                    preempted_for: j
+                        .preempted_for
+                        .as_deref()
+                        .and_then(|g| group_index.get(g).copied()),
+                });
+            }
+        }
+        jobs.push(j);
+    }
+    Ok(Loaded {
+        snap,
+        pool_ids,
+        pool_names,
+        pool_executor,
+        node_names,
+        groups,
+        queue_group,
+        jobs,
+    })
+}

@@ -1,0 +1,218 @@
+//! Pools: capacity (nodes with GPUs), shared (platform admins) or dedicated to one tenant. Owns `pools`.
+
+use super::*;
+
+const POOL_COLUMNS: &str =
+    "id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at";
+
+pub(crate) fn pool_from_row(r: &AnyRow) -> Result<Pool, sqlx::Error> {
+    Ok(Pool {
+        id: r.try_get("id")?,
+        owner_tenant_id: r.try_get("owner_tenant_id")?,
+        name: r.try_get("name")?,
+        executor: r.try_get("executor")?,
+        nodes: parse_json(&r.try_get::<String, _>("nodes")?)?,
+        gpu_hour_cost_cents: r.try_get("gpu_hour_cost_cents")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+/// The pools a tenant may use: shared ones and its own.
+pub async fn list_pools(store: &Store, p: &Principal) -> ApiResult<Vec<Pool>> {
+    require(p, Action::SubmitJobs)?;
+    let rows = sqlx::query(&format!(
+        "SELECT {POOL_COLUMNS} FROM pools WHERE owner_tenant_id IS NULL OR owner_tenant_id = $1 ORDER BY name"
+    ))
+    .bind(p.tenant_id())
+    .fetch_all(&store.pool)
+    .await?;
+    Ok(rows.iter().map(pool_from_row).collect::<Result<_, _>>()?)
+}
+
+/// A pool's shape as far as "can this job ever fit on one node" needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolFit {
+    /// The most GPUs on one node.
+    pub max_gpus: i64,
+    /// The largest GPU memory among nodes that have GPUs.
+    pub max_gpu_memory_mb: i64,
+}
+
+impl PoolFit {
+    pub fn of(nodes: &[PoolNode]) -> PoolFit {
+        let with_gpus = || nodes.iter().filter(|n| n.gpus > 0);
+        PoolFit {
+            max_gpus: with_gpus().map(|n| n.gpus as i64).max().unwrap_or(0),
+            max_gpu_memory_mb: with_gpus()
+                .map(|n| n.gpu_memory_mb as i64)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Whether a job of `gpu_milli` (with a per-device memory floor for fractions) fits on
+    /// one node. Gangs across nodes are not scheduled.
+    pub fn fits(&self, gpu_milli: i64, gpu_memory_mb: i64) -> bool {
+        if gpu_milli < 1000 {
+            self.max_gpus > 0 && (gpu_memory_mb == 0 || gpu_memory_mb <= self.max_gpu_memory_mb)
+        } else {
+            gpu_milli <= self.max_gpus * 1000
+        }
+    }
+}
+
+/// The shapes of those of `ids` the tenant may use (from the row, without its node list).
+pub async fn pool_fits(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<PoolFit>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let row = sqlx::query(
+            "SELECT fit_gpus, fit_gpu_memory_mb FROM pools WHERE id = $1 AND (owner_tenant_id IS NULL OR owner_tenant_id = $2)",
+        )
+        .bind(id)
+        .bind(p.tenant_id())
+        .fetch_optional(&store.pool)
+        .await?;
+        if let Some(r) = row {
+            out.push(PoolFit {
+                max_gpus: r.try_get("fit_gpus")?,
+                max_gpu_memory_mb: r.try_get("fit_gpu_memory_mb")?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+pub async fn get_pool(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool> {
+    require(p, Action::SubmitJobs)?;
+    let row = sqlx::query(&format!(
+        "SELECT {POOL_COLUMNS} FROM pools WHERE id = $1 AND (owner_tenant_id IS NULL OR owner_tenant_id = $2)"
+    ))
+    .bind(id)
+    .bind(p.tenant_id())
+    .fetch_optional(&store.pool)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    Ok(pool_from_row(&row)?)
+}
+
+/// Declares a pool. `local_pools_allowed`: the server's `allow_local_pools` setting; a pool
+/// whose jobs run as processes on the server's host is a platform admin's decision alone.
+pub async fn create_pool(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreatePool,
+    local_pools_allowed: bool,
+) -> ApiResult<Pool> {
+    require(p, Action::ManagePolicy)?;
+    if input.shared {
+        require(p, Action::ManageSharedPools)?;
+    }
+    if input.executor == "local" {
+        require(p, Action::ManageSharedPools)?;
+        if !local_pools_allowed {
+            return Err(AppError::field(
+                "executor",
+                "local pools are turned off on this server (setting allow_local_pools)",
+            )
+            .into());
+        }
+    }
+    let name = input.name.trim().to_lowercase();
+    let mut v = Validator::default();
+    v.check(
+        slug_ok(&name),
+        "name",
+        "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
+    );
+    v.check(
+        EXECUTORS.contains(&input.executor.as_str()),
+        "executor",
+        "must be `simulated` or `local`",
+    );
+    v.check(
+        !input.nodes.is_empty(),
+        "nodes",
+        "declare at least one node",
+    );
+    v.check(
+        input.nodes.len() <= MAX_NODES,
+        "nodes",
+        "at most 5000 nodes per pool",
+    );
+    v.check(
+        (0..=10_000_000).contains(&input.gpu_hour_cost_cents),
+        "gpu_hour_cost_cents",
+        "must be between 0 and 10000000",
+    );
+    let mut names = std::collections::HashSet::new();
+    for n in &input.nodes {
+        if !slug_ok(&n.name) {
+            v.check(
+                false,
+                "nodes",
+                "node names use lower-case letters, digits, '-', '_' or '.'",
+            );
+            break;
+        }
+        if !names.insert(n.name.as_str()) {
+            v.check(false, "nodes", "node names must be unique within the pool");
+            break;
+        }
+        if n.gpus > MAX_GPUS_PER_NODE {
+            v.check(false, "nodes", "at most 16 GPUs per node");
+            break;
+        }
+        if n.gpus > 0 && !(1024..=1_048_576).contains(&n.gpu_memory_mb) {
+            v.check(
+                false,
+                "nodes",
+                "gpu_memory_mb must be between 1024 and 1048576",
+            );
+            break;
+        }
+        if n.gpu_model.chars().count() > 64 {
+            v.check(false, "nodes", "gpu_model must be at most 64 characters");
+            break;
+        }
+    }
+    v.finish()?;
+    let pool = Pool {
+        id: new_id(),
+        name,
+        owner_tenant_id: (!input.shared).then(|| p.tenant_id().to_string()),
+        executor: input.executor,
+        nodes: input.nodes,
+        gpu_hour_cost_cents: input.gpu_hour_cost_cents,
+        created_at: now_ms(),
+    };
+    let gpus: u32 = pool.nodes.iter().map(|n| n.gpus).sum();
+    let fit = PoolFit::of(&pool.nodes);
+    let mut tx = store.begin_write().await?;
+    sqlx::query("INSERT INTO pools (id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at, fit_gpus, fit_gpu_memory_mb) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+        .bind(&pool.id)
+        .bind(pool.owner_tenant_id.clone())
+        .bind(&pool.name)
+        .bind(&pool.executor)
+        .bind(serde_json::to_string(&pool.nodes).unwrap_or_default())
+        .bind(pool.gpu_hour_cost_cents)
+        .bind(pool.created_at)
+        .bind(fit.max_gpus)
+        .bind(fit.max_gpu_memory_mb)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::field("name", "a pool with this name exists")))?;
+    audit::record(
+        &mut tx,
+        pool.created_at,
+        p,
+        meta,
+        "pool.create",
+        "pool",
+        &pool.id,
+        json!({"name": pool.name, "executor": pool.executor, "nodes": pool.nodes.len(), "gpus": gpus, "shared": input.shared}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(pool)
+}

@@ -6,10 +6,12 @@ pub mod directory;
 pub mod idp_api;
 pub mod ldap;
 pub mod oidc;
+pub mod outbound;
 pub mod password;
 pub mod saml;
 pub mod secret;
 pub mod sso;
+pub mod sso_link;
 pub mod throttle;
 pub mod tokens;
 

@@ -17,4 +17,6 @@ mod saml;
 mod scim;
 mod sign_in;
 mod sso;
+mod sso_linking;
+mod ssrf;
 mod store;

@@ -106,9 +106,10 @@ pub struct Resp {
 /// live on loopback (the sign-in suites start theirs on 127.0.0.1). The SSRF suite turns that
 /// off again.
 pub fn test_config() -> Config {
-    let mut config = Config::default();
-    config.allow_private_idp_addresses = true;
-    config
+    Config {
+        allow_private_idp_addresses: true,
+        ..Default::default()
+    }
 }
 
 impl TestApp {

@@ -30,7 +30,7 @@ echo "[test] end-to-end tests in Chromium"
 work=$(mktemp -d)
 # A free port of our own, so a server left running elsewhere is never tested by mistake.
 port=${SWITCHYARD_E2E_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
-target/debug/switchyard serve --demo --log-format text \
+target/debug/switchyard serve --demo --log-format text --allow-private-idp-addresses \
   --listen "127.0.0.1:$port" --database-url "sqlite://$work/e2e.db" >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }

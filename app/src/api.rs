@@ -185,6 +185,7 @@ pub async fn create_oidc_idp(
                     required_groups: lines(&required_groups),
                     ..Default::default()
                 },
+                allowed_email_domains: Vec::new(),
             };
             c.backend.create_idp(&c.principal, &c.meta, input).await
         }
@@ -229,6 +230,7 @@ pub async fn create_ldap_idp(
                 saml: None,
                 client_secret: opt(bind_password),
                 sync: GroupSync::default(),
+                allowed_email_domains: Vec::new(),
             };
             c.backend.create_idp(&c.principal, &c.meta, input).await
         }
@@ -268,6 +270,7 @@ pub async fn create_saml_idp(
                     required_groups: lines(&required_groups),
                     ..Default::default()
                 },
+                allowed_email_domains: Vec::new(),
             };
             c.backend.create_idp(&c.principal, &c.meta, input).await
         }

@@ -865,6 +865,10 @@ pub struct IdentityProvider {
     #[serde(default)]
     pub saml: Option<SamlSettings>,
     pub sync: GroupSync,
+    /// E-mail domains in which the IdP's verified address may link a user provisioned before
+    /// their first sign-in (by SCIM, or by an admin without a password). Empty: no such linking.
+    #[serde(default)]
+    pub allowed_email_domains: Vec<String>,
     pub has_client_secret: bool,
     /// Where the IdP must send users back (register it at the IdP): the OIDC redirect URI, or
     /// the SAML assertion consumer service URL. Empty for LDAP.
@@ -898,6 +902,11 @@ pub struct SaveIdentityProvider {
     pub client_secret: Option<String>,
     #[serde(default)]
     pub sync: GroupSync,
+    /// E-mail domains in which the IdP's verified address, equal to the stored one, may link a
+    /// user provisioned before their first sign-in (SCIM, or an admin without a password).
+    /// Empty: such users are not linked (the sign-in is refused).
+    #[serde(default)]
+    pub allowed_email_domains: Vec<String>,
 }
 
 /// One step of "test connection".

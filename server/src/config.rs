@@ -68,8 +68,9 @@ pub struct ServeArgs {
     /// Local pools: the group id jobs run as [default: 65534, `nogroup`].
     #[arg(long, env = "SWITCHYARD_JOB_GID")]
     pub job_gid: Option<u32>,
-    /// Let identity providers (discovery, JWKS, metadata, LDAP) live on loopback, private or
-    /// link-local addresses [default: false].
+    /// Let identity providers (discovery, JWKS, metadata, LDAP) live on loopback or private
+    /// addresses (RFC 1918, CGNAT, fc00::/7), and be reached over plain http there; link-local
+    /// addresses (cloud metadata) stay refused [default: false].
     #[arg(long, env = "SWITCHYARD_ALLOW_PRIVATE_IDP_ADDRESSES", num_args = 0..=1, default_missing_value = "true")]
     pub allow_private_idp_addresses: Option<bool>,
     /// Bearer token `/metrics` requires; without one `/metrics` answers only loopback clients.
@@ -128,7 +129,8 @@ pub struct Config {
     /// Proxies whose `X-Forwarded-For` entries are believed (with `trust_forwarded_for`; empty:
     /// only the directly connected peer is trusted).
     pub trusted_proxies: Vec<IpNet>,
-    /// Identity providers may live on loopback, private or link-local addresses (tests, labs).
+    /// Identity providers may live on loopback or private addresses (tests, labs); see
+    /// `identity::sso::outbound`.
     pub allow_private_idp_addresses: bool,
     /// The bearer token `/metrics` requires (`None`: loopback clients only).
     pub metrics_token: Option<String>,

@@ -16,6 +16,7 @@ fn error_message(code: &str) -> &'static str {
         "sso_provider" => "Your identity provider did not complete the sign-in. Try again, or tell your administrator.",
         "sso_denied" => "Your account is not in a group that may use Switchyard. Ask your administrator for access.",
         "sso_account" => "A local account already uses your username. Ask your administrator to link it.",
+        "sso_link" => "An account with your username exists but cannot be linked to this sign-in. Ask your administrator.",
         "sso_username" => "Your identity provider sent no usable username. Tell your administrator.",
         "sso_disabled" => "Your account is disabled.",
         "sso_unknown" => "That sign-in method is not available for this organization.",

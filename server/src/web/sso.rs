@@ -385,7 +385,9 @@ pub async fn ldap_login(
     if throttled {
         return to_login(&tenant, "throttled");
     }
-    let login = match ldap::authenticate(&row, &form.username, &form.password).await {
+    let allow_private = state.config.allow_private_idp_addresses;
+    let login = match ldap::authenticate(&row, &form.username, &form.password, allow_private).await
+    {
         Ok(l) => l,
         Err(e) => {
             if matches!(e, ldap::LdapError::Invalid) {

@@ -111,10 +111,24 @@ pub struct Resp {
     pub text: String,
 }
 
+/// The configuration test apps start from: the defaults, except that identity providers may
+/// live on loopback (the sign-in suites start theirs on 127.0.0.1). The SSRF suite turns that
+/// off again.
+pub fn test_config() -> Config {
+    Config {
+        allow_private_idp_addresses: true,
+        ..Default::default()
+    }
+}
+
 impl TestApp {
     pub async fn new(kind: Kind) -> TestApp {
+        TestApp::with_config(kind, test_config()).await
+    }
+
+    pub async fn with_config(kind: Kind, config: Config) -> TestApp {
         let db = TestDb::new(kind).await;
-        let state = switchyard::state(db.store.clone(), Config::default());
+        let state = switchyard::state(db.store.clone(), config);
         let router = switchyard::api::app(state.clone());
         TestApp {
             db,
@@ -125,12 +139,21 @@ impl TestApp {
         }
     }
 
+    /// The same database served by an app with another configuration (as after a restart
+    /// with other settings).
+    pub fn reconfigure(&mut self, change: impl FnOnce(&mut Config)) {
+        let mut config = (*self.state.config).clone();
+        change(&mut config);
+        self.state = switchyard::state(self.db.store.clone(), config);
+        self.router = switchyard::api::app(self.state.clone());
+    }
+
     /// An app whose scheduler runs: a fast tick, no minimum runtime, a short simulated
     /// checkpoint, local jobs in a temporary folder.
     pub async fn with_scheduler(kind: Kind) -> TestApp {
         let db = TestDb::new(kind).await;
         let jobs_dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
+        let mut config = test_config();
         config.scheduler.tick_ms = 100;
         config.scheduler.min_runtime_ms = 0;
         config.scheduler.sim_checkpoint_ms = 50;

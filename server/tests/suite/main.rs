@@ -18,4 +18,6 @@ mod scim;
 mod security;
 mod sign_in;
 mod sso;
+mod sso_linking;
+mod ssrf;
 mod store;

@@ -25,7 +25,8 @@ use crate::sign_in::{
 both_stores!(
     saml_sign_in_creates_the_user_and_syncs_groups,
     saml_negative_cases_fail_closed,
-    saml_settings_are_validated_and_tested
+    saml_settings_are_validated_and_tested,
+    a_junk_post_does_not_cancel_a_saml_sign_in
 );
 
 /// What the test app calls itself (its `Config::default()` base URL).
@@ -527,7 +528,13 @@ async fn saml_settings_are_validated_and_tested(kind: Kind) {
         )
         .await;
     field(&r, "saml.idp_metadata_url");
-    assert!(r.text.contains("HTTP 404"), "{}", r.text);
+    // What an arbitrary URL answered is not echoed.
+    assert!(
+        r.text.contains("did not answer with SAML IdP metadata"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains("404"), "{}", r.text);
     let r = app
         .post(
             "/api/v1/idp",
@@ -624,5 +631,42 @@ async fn saml_settings_are_validated_and_tested(kind: Kind) {
         "{}",
         audit.text
     );
+    app.finish().await;
+}
+
+/// The RelayState travels through the browser; a POST with it and a junk or unsigned response
+/// is refused without using up the sign-in, which the genuine response then completes.
+async fn a_junk_post_does_not_cancel_a_saml_sign_in(kind: Kind) {
+    use base64::Engine;
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let admin = app.login("acme", "admin").await;
+    let idp = SamlIdp::start(json!([sp("acme")])).await;
+    add_provider(&app, &admin, &idp, json!({})).await;
+    let acs = "/auth/saml/acme/corp/acs";
+    let (url, binding) = start(&app, "acme").await;
+    let good = idp.authorize(&url, "bob", "bob-pw").await;
+
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let unsigned = r#"<samlp:Response xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" xmlns:saml="urn:oasis:names:tc:SAML:2.0:assertion" ID="_x" Version="2.0" IssueInstant="2024-01-01T00:00:00Z"><saml:Assertion ID="_a" Version="2.0" IssueInstant="2024-01-01T00:00:00Z"><saml:Subject><saml:NameID>mallory</saml:NameID></saml:Subject></saml:Assertion></samlp:Response>"#;
+    for junk in [
+        "not base64 at all!".to_string(),
+        b64("<junk/>"),
+        b64(unsigned),
+    ] {
+        let r = post_to_acs(&app, &idp, acs, &junk, &good.relay_state).await;
+        assert_refused(&app, &r, "sso_token").await;
+    }
+    let acs_resp = post_to_acs(&app, &idp, acs, &good.saml_response, &good.relay_state).await;
+    let r = finish(&app, &acs_resp, Some(&binding)).await;
+    assert_eq!(
+        location(&r),
+        "/portal",
+        "the genuine response still signs in"
+    );
+    assert!(set_cookie(&r, "sy_session").is_some());
+    // ...once: the request is used up now.
+    let again = post_to_acs(&app, &idp, acs, &good.saml_response, &good.relay_state).await;
+    assert_refused(&app, &again, "sso_state").await;
     app.finish().await;
 }

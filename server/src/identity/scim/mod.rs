@@ -5,7 +5,8 @@
 //! stored as SHA-256, replaced by the next one, revoked with `DELETE`).
 //!
 //! Users created here have no password and are marked `provisioned_by = 'scim'`; their first
-//! SSO sign-in links to them by username. Memberships added here have source `scim`: sign-in
+//! SSO sign-in links to them when the IdP's verified e-mail address equals theirs, in one of the
+//! provider's allowed domains (`identity::sso::link`). Memberships added here have source `scim`: sign-in
 //! group sync leaves them alone, SCIM removes them. `active: false` disables the user, which
 //! ends every session and API token on their next request. Every change is audited with actor
 //! `scim`.

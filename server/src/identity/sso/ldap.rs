@@ -9,10 +9,13 @@
 
 use std::time::Duration;
 
-use ldap3::{dn_escape, ldap_escape, Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry};
+use ldap3::{
+    dn_escape, ldap_escape, Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry, StdStream,
+};
 
 use app::model::{ConnectionCheck, LdapSettings};
 
+use super::outbound::{self, OutboundError};
 use super::{ExternalLogin, ProviderRow};
 
 /// Why an LDAP sign-in failed.
@@ -33,13 +36,29 @@ fn settings(provider: &ProviderRow) -> Result<&LdapSettings, LdapError> {
         .ok_or_else(|| LdapError::Directory("the provider has no LDAP settings".into()))
 }
 
-async fn connect(l: &LdapSettings) -> Result<Ldap, LdapError> {
-    let s = LdapConnSettings::new()
-        .set_conn_timeout(Duration::from_secs(5))
-        .set_starttls(l.start_tls);
-    let (conn, ldap) = LdapConnAsync::with_settings(s, &l.url)
+/// Connects to the directory at an address the outbound check passed (ldap3 is handed the
+/// connected socket; the URL's host name still names the server for TLS).
+async fn connect(l: &LdapSettings, allow_private: bool) -> Result<Ldap, LdapError> {
+    let timeout = Duration::from_secs(5);
+    let unreachable = || LdapError::Directory(OutboundError::Unreachable.to_string());
+    let url = url::Url::parse(l.url.trim())
+        .map_err(|_| LdapError::Directory(OutboundError::NotAllowed.to_string()))?;
+    let default_port = if url.scheme() == "ldaps" { 636 } else { 389 };
+    let stream = outbound::connect_tcp(&url, default_port, allow_private, timeout)
         .await
-        .map_err(|e| LdapError::Directory(format!("cannot connect to {}: {e}", l.url)))?;
+        .map_err(|e| LdapError::Directory(e.to_string()))?
+        .into_std()
+        .map_err(|_| unreachable())?;
+    let s = LdapConnSettings::new()
+        .set_conn_timeout(timeout)
+        .set_starttls(l.start_tls)
+        .set_std_stream(StdStream::Tcp(stream));
+    let (conn, ldap) = LdapConnAsync::with_settings(s, l.url.trim())
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, url = %l.url, "ldap connect");
+            unreachable()
+        })?;
     ldap3::drive!(conn);
     Ok(ldap)
 }
@@ -73,6 +92,7 @@ pub async fn authenticate(
     provider: &ProviderRow,
     username: &str,
     password: &str,
+    allow_private: bool,
 ) -> Result<ExternalLogin, LdapError> {
     let l = settings(provider)?;
     let username = username.trim();
@@ -80,7 +100,7 @@ pub async fn authenticate(
         return Err(LdapError::Invalid);
     }
     let dir = |e: ldap3::LdapError| LdapError::Directory(e.to_string());
-    let mut ldap = connect(l).await?;
+    let mut ldap = connect(l, allow_private).await?;
     let user_dn = match &l.user_dn_template {
         Some(t) => t.replace("{username}", &dn_escape(username)),
         None => {
@@ -171,13 +191,15 @@ pub async fn authenticate(
         subject: entry.dn.to_lowercase(),
         username: first(&entry, username_attr).unwrap_or_else(|| username.to_string()),
         email: first(&entry, email_attr),
+        // The directory's own attribute, read bound as the user.
+        email_verified: true,
         display_name: first(&entry, name_attr),
         groups,
     })
 }
 
 /// "Test connection": reach the server, bind the service account, find the base DN.
-pub async fn test_connection(provider: &ProviderRow) -> Vec<ConnectionCheck> {
+pub async fn test_connection(provider: &ProviderRow, allow_private: bool) -> Vec<ConnectionCheck> {
     let mut out = Vec::new();
     let Ok(l) = settings(provider) else {
         out.push(ConnectionCheck {
@@ -187,7 +209,7 @@ pub async fn test_connection(provider: &ProviderRow) -> Vec<ConnectionCheck> {
         });
         return out;
     };
-    let mut ldap = match connect(l).await {
+    let mut ldap = match connect(l, allow_private).await {
         Ok(c) => {
             out.push(ConnectionCheck {
                 step: "connect".into(),

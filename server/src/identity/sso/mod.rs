@@ -10,7 +10,9 @@
 
 pub mod api;
 pub mod ldap;
+pub mod link;
 pub mod oidc;
+pub mod outbound;
 pub mod saml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +24,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
+use self::link as sso_link;
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
@@ -47,6 +50,8 @@ pub struct ProviderRow {
     pub ldap: Option<LdapSettings>,
     pub saml: Option<SamlSettings>,
     pub sync: GroupSync,
+    /// E-mail domains in which the IdP's verified address may link a pre-provisioned user.
+    pub allowed_email_domains: Vec<String>,
     pub secret: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -62,6 +67,8 @@ struct StoredConfig {
     saml: Option<SamlSettings>,
     #[serde(default)]
     sync: GroupSync,
+    #[serde(default)]
+    allowed_email_domains: Vec<String>,
 }
 
 const PROVIDER_SELECT: &str = "SELECT i.id, i.tenant_id, t.slug AS tenant_slug, i.name, i.display_name, i.kind, i.enabled, i.config, i.secret, i.created_at, i.updated_at
@@ -82,6 +89,7 @@ fn provider_from_row(r: &AnyRow) -> Result<ProviderRow, sqlx::Error> {
         ldap: config.ldap,
         saml: config.saml,
         sync: config.sync,
+        allowed_email_domains: config.allowed_email_domains,
         secret: r.try_get("secret")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
@@ -106,6 +114,7 @@ impl ProviderRow {
             ldap: self.ldap.clone(),
             saml: self.saml.clone(),
             sync: self.sync.clone(),
+            allowed_email_domains: self.allowed_email_domains.clone(),
             has_client_secret: self.secret.is_some(),
             redirect_uri: match self.kind.as_str() {
                 "oidc" => oidc_redirect_uri(config),
@@ -119,7 +128,7 @@ impl ProviderRow {
         }
     }
 
-    fn actor(&self) -> Actor {
+    pub(super) fn actor(&self) -> Actor {
         Actor::system(&format!("idp:{}", self.name))
     }
 }
@@ -181,17 +190,24 @@ pub async fn provider_by_id(store: &Store, id: &str) -> Result<Option<ProviderRo
     row.as_ref().map(provider_from_row).transpose()
 }
 
-pub(crate) fn url_ok(u: &str) -> bool {
-    match url::Url::parse(u) {
-        Ok(url) => {
-            let local = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-            url.scheme() == "https" || (url.scheme() == "http" && local)
-        }
-        Err(_) => false,
-    }
+/// The rule [`url_ok`] checks, as the field error says it.
+pub(crate) const URL_RULE: &str =
+    "must be an https URL (http only for private addresses, where the server allows those)";
+
+/// An IdP URL's form: https, or http where private IdP addresses are allowed (the address
+/// itself is checked by [`super::outbound`]).
+pub(crate) fn url_ok(u: &str, allow_private: bool) -> bool {
+    url::Url::parse(u).is_ok_and(|url| {
+        url.host().is_some()
+            && (url.scheme() == "https" || (allow_private && url.scheme() == "http"))
+    })
 }
 
-fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppError> {
+fn validate(
+    input: &SaveIdentityProvider,
+    has_secret: bool,
+    allow_private: bool,
+) -> Result<(), AppError> {
     let mut v = Validator::default();
     v.check(
         slug_ok(&input.name),
@@ -280,9 +296,9 @@ fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppErr
             }
             Some(o) => {
                 v.check(
-                    url_ok(o.issuer.trim()),
+                    url_ok(o.issuer.trim(), allow_private),
                     "oidc.issuer",
-                    "must be an https URL (http only for localhost)",
+                    URL_RULE,
                 );
                 v.check(
                     !o.client_id.trim().is_empty() && o.client_id.len() <= 500,
@@ -347,6 +363,14 @@ fn validate(input: &SaveIdentityProvider, has_secret: bool) -> Result<(), AppErr
         "sync.required_groups",
         "at most 100 groups",
     );
+    v.check(
+        input.allowed_email_domains.len() <= 50
+            && sso_link::normalize_domains(&input.allowed_email_domains)
+                .iter()
+                .all(|d| sso_link::domain_ok(d)),
+        "allowed_email_domains",
+        "at most 50 domain names, e.g. example.com",
+    );
     v.finish()
 }
 
@@ -365,6 +389,7 @@ fn stored_config(input: &SaveIdentityProvider) -> String {
         ldap,
         saml: input.saml.clone(),
         sync: input.sync.clone(),
+        allowed_email_domains: sso_link::normalize_domains(&input.allowed_email_domains),
     })
     .unwrap_or_else(|_| "{}".into())
 }
@@ -383,6 +408,7 @@ fn audit_summary(input: &SaveIdentityProvider) -> serde_json::Value {
         "required_groups": input.sync.required_groups,
         "mapped_groups": input.sync.map.len(),
         "by_name": input.sync.by_name,
+        "allowed_email_domains": input.allowed_email_domains,
     })
 }
 
@@ -395,10 +421,12 @@ pub async fn create_provider(
 ) -> ApiResult<IdentityProvider> {
     require(p, Action::ManageDirectory)?;
     input.name = input.name.trim().to_lowercase();
+    let allow_private = config.allow_private_idp_addresses;
     if input.kind == "saml" {
-        saml::resolve(&mut input).await?;
+        saml::resolve(&mut input, allow_private).await?;
     }
-    validate(&input, false)?;
+    validate(&input, false, allow_private)?;
+    outbound::check_provider(&input, allow_private).await?;
     let now = now_ms();
     let id = new_id();
     let mut tx = store.begin_write().await?;
@@ -440,10 +468,12 @@ pub async fn update_provider(
 ) -> ApiResult<IdentityProvider> {
     let existing = provider_row(store, p, id).await?;
     input.name = input.name.trim().to_lowercase();
+    let allow_private = config.allow_private_idp_addresses;
     if input.kind == "saml" {
-        saml::resolve(&mut input).await?;
+        saml::resolve(&mut input, allow_private).await?;
     }
-    validate(&input, existing.secret.is_some())?;
+    validate(&input, existing.secret.is_some(), allow_private)?;
+    outbound::check_provider(&input, allow_private).await?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE identity_providers SET name = $1, display_name = $2, kind = $3, enabled = $4, config = $5, secret = COALESCE($6, secret), updated_at = $7 WHERE tenant_id = $8 AND id = $9")
@@ -588,6 +618,10 @@ pub struct ExternalLogin {
     pub subject: String,
     pub username: String,
     pub email: Option<String>,
+    /// The IdP vouches for `email` (OIDC: `email_verified`; SAML and LDAP: the IdP's own
+    /// attribute). Only a verified address may link a pre-provisioned user.
+    #[serde(default)]
+    pub email_verified: bool,
     pub display_name: Option<String>,
     /// As the IdP sent them (DNs allowed).
     pub groups: Vec<String>,
@@ -600,6 +634,11 @@ pub enum Refusal {
     NotInRequiredGroup,
     /// A local account already has this username (an admin must resolve it).
     UsernameTaken,
+    /// A user with this username is already linked to another IdP identity.
+    LinkedElsewhere,
+    /// A pre-provisioned user has this username, but the IdP's e-mail address does not link it
+    /// (unverified, different, or not in one of the provider's allowed domains).
+    EmailMismatch,
     /// The IdP sent no usable username.
     NoUsername,
     /// The linked account is disabled.
@@ -611,15 +650,22 @@ impl Refusal {
         match self {
             Refusal::NotInRequiredGroup => "sso_denied",
             Refusal::UsernameTaken => "sso_account",
+            Refusal::LinkedElsewhere | Refusal::EmailMismatch => "sso_link",
             Refusal::NoUsername => "sso_username",
             Refusal::Disabled => "sso_disabled",
         }
     }
 
-    fn reason(&self) -> &'static str {
+    pub(super) fn reason(&self) -> &'static str {
         match self {
             Refusal::NotInRequiredGroup => "not in a group allowed to sign in",
             Refusal::UsernameTaken => "a local account has this username",
+            Refusal::LinkedElsewhere => {
+                "the account with this username is linked to another sign-in identity"
+            }
+            Refusal::EmailMismatch => {
+                "the account with this username was provisioned, and the IdP's e-mail address does not link it (verified, equal, in an allowed domain)"
+            }
             Refusal::NoUsername => "the IdP sent no usable username",
             Refusal::Disabled => "the account is disabled",
         }
@@ -748,7 +794,6 @@ pub async fn finish_login(
         return Ok(Finished::Refused(Refusal::NotInRequiredGroup));
     }
     let now = now_ms();
-    let actor = provider.actor();
     let mut tx = store.begin_write().await?;
     let linked: Option<String> = sqlx::query_scalar(
         "SELECT user_id FROM external_identities WHERE provider_id = $1 AND subject = $2",
@@ -767,95 +812,14 @@ pub async fn finish_login(
                 .await?;
             id
         }
-        None => {
-            let Some(username) = clean_username(&login.username) else {
+        None => match sso_link::link_or_create(&mut tx, provider, &login, now, meta).await? {
+            Ok(id) => id,
+            Err(refusal) => {
                 drop(tx);
-                audit_failure(store, provider, meta, &who, Refusal::NoUsername.reason()).await;
-                return Ok(Finished::Refused(Refusal::NoUsername));
-            };
-            let existing = sqlx::query(
-                "SELECT id, provisioned_by FROM users WHERE tenant_id = $1 AND username = $2",
-            )
-            .bind(&provider.tenant_id)
-            .bind(&username)
-            .fetch_optional(&mut *tx.tx)
-            .await?;
-            // A user SCIM provisioned before their first sign-in is theirs: link it.
-            let provisioned = match &existing {
-                Some(r)
-                    if r.try_get::<Option<String>, _>("provisioned_by")?.as_deref()
-                        == Some("scim") =>
-                {
-                    let id: String = r.try_get("id")?;
-                    let linked: i64 = sqlx::query_scalar(
-                        "SELECT COUNT(*) FROM external_identities WHERE provider_id = $1 AND user_id = $2",
-                    )
-                    .bind(&provider.id)
-                    .bind(&id)
-                    .fetch_one(&mut *tx.tx)
-                    .await?;
-                    (linked == 0).then_some(id)
-                }
-                _ => None,
-            };
-            if let Some(id) = provisioned {
-                link(&mut tx, provider, &login.subject, &id, now).await?;
-                audit::append(
-                    &mut tx,
-                    now,
-                    Record {
-                        tenant_id: &provider.tenant_id,
-                        actor: &actor,
-                        action: "user.link",
-                        target_kind: "user",
-                        target_id: &id,
-                        summary: json!({"username": username, "via": provider.name, "subject": login.subject}),
-                        meta,
-                    },
-                )
-                .await?;
-                id
-            } else if existing.is_some() {
-                drop(tx);
-                audit_failure(store, provider, meta, &who, Refusal::UsernameTaken.reason()).await;
-                return Ok(Finished::Refused(Refusal::UsernameTaken));
-            } else {
-                let id = new_id();
-                let display = login
-                    .display_name
-                    .clone()
-                    .filter(|d| !d.trim().is_empty())
-                    .unwrap_or_else(|| username.clone());
-                sqlx::query(
-                "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at)
-                 VALUES ($1, $2, $3, $4, $5, NULL, 0, 0, 0, $6)",
-            )
-            .bind(&id)
-            .bind(&provider.tenant_id)
-            .bind(&username)
-            .bind(display.chars().take(100).collect::<String>())
-            .bind(login.email.clone())
-            .bind(now)
-            .execute(&mut *tx.tx)
-            .await?;
-                link(&mut tx, provider, &login.subject, &id, now).await?;
-                audit::append(
-                &mut tx,
-                now,
-                Record {
-                    tenant_id: &provider.tenant_id,
-                    actor: &actor,
-                    action: "user.create",
-                    target_kind: "user",
-                    target_id: &id,
-                    summary: json!({"username": username, "display_name": display, "email": login.email, "via": provider.name, "subject": login.subject}),
-                    meta,
-                },
-            )
-            .await?;
-                id
+                audit_failure(store, provider, meta, &who, refusal.reason()).await;
+                return Ok(Finished::Refused(refusal));
             }
-        }
+        },
     };
     let me = load_me(&mut tx, &provider.tenant_id, &user_id).await?;
     let Some((me, disabled)) = me else {
@@ -909,25 +873,6 @@ pub async fn finish_login(
         me: Box::new(me),
         session,
     })
-}
-
-/// Records which IdP subject is which user.
-async fn link(
-    tx: &mut WriteTx,
-    provider: &ProviderRow,
-    subject: &str,
-    user_id: &str,
-    now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO external_identities (provider_id, subject, tenant_id, user_id, created_at, last_login_at) VALUES ($1, $2, $3, $4, $5, $5)")
-        .bind(&provider.id)
-        .bind(subject)
-        .bind(&provider.tenant_id)
-        .bind(user_id)
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await?;
-    Ok(())
 }
 
 async fn load_me(

@@ -24,6 +24,7 @@ use sqlx::Row;
 
 use app::model::{ConnectionCheck, OidcSettings};
 
+use super::outbound::{self, IdpHttp};
 use super::{self as sso, ExternalLogin, ProviderRow};
 use crate::clock::now_ms;
 use crate::config::Config;
@@ -67,13 +68,17 @@ pub struct DiscoveryCache {
     entries: Mutex<HashMap<String, (Instant, String, CoreProviderMetadata)>>,
 }
 
-fn http_client() -> Result<openidconnect::reqwest::Client, OidcError> {
-    openidconnect::reqwest::ClientBuilder::new()
-        // Following redirects would let an IdP point us anywhere (SSRF).
-        .redirect(openidconnect::reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| OidcError::Provider(e.to_string()))
+/// The HTTP client for the IdP: every URL (the issuer's, and the JWKS and token endpoint the
+/// discovery document names) passes the outbound address check; no redirects.
+fn http_client(allow_private: bool) -> Result<IdpHttp, OidcError> {
+    IdpHttp::new(allow_private).map_err(|e| OidcError::Provider(e.to_string()))
+}
+
+/// A generic message for a failed request to the IdP: whether its address was refused or it
+/// could not be reached (or answered with something unusable). The detail goes to the log only.
+fn provider_error(step: &str, e: &(dyn std::error::Error + 'static)) -> OidcError {
+    tracing::warn!(error = %chain(e), step, "oidc request failed");
+    OidcError::Provider(format!("{step} failed: {}", outbound::classify_error(e)))
 }
 
 impl DiscoveryCache {
@@ -82,6 +87,7 @@ impl DiscoveryCache {
         provider_id: &str,
         issuer: &str,
         fresh: bool,
+        allow_private: bool,
     ) -> Result<CoreProviderMetadata, OidcError> {
         if !fresh {
             if let Ok(map) = self.entries.lock() {
@@ -94,9 +100,9 @@ impl DiscoveryCache {
         }
         let issuer_url =
             IssuerUrl::new(issuer.to_string()).map_err(|e| OidcError::Provider(e.to_string()))?;
-        let m = CoreProviderMetadata::discover_async(issuer_url, &http_client()?)
+        let m = CoreProviderMetadata::discover_async(issuer_url, &http_client(allow_private)?)
             .await
-            .map_err(|e| OidcError::Provider(format!("discovery failed: {}", chain(&e))))?;
+            .map_err(|e| provider_error("discovery", &e))?;
         if let Ok(mut map) = self.entries.lock() {
             map.insert(
                 provider_id.to_string(),
@@ -147,7 +153,10 @@ pub async fn start(
     next: &str,
 ) -> Result<(String, String), OidcError> {
     let o = settings(provider)?;
-    let meta = cache.metadata(&provider.id, &o.issuer, false).await?;
+    let allow_private = config.allow_private_idp_addresses;
+    let meta = cache
+        .metadata(&provider.id, &o.issuer, false, allow_private)
+        .await?;
     let client = CoreClient::from_provider_metadata(
         meta,
         ClientId::new(o.client_id.clone()),
@@ -204,22 +213,52 @@ pub struct Pending {
     pub verified: Option<String>,
 }
 
+const PENDING_SELECT: &str = "SELECT provider_id, tenant_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1";
+
 /// Takes (deletes) the sign-in request stored under `key`; `None` when unknown, used or
 /// expired. Callers check who may use it.
 pub async fn take(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Error> {
     let mut tx = store.begin_write().await?;
-    let row = sqlx::query(
-        "SELECT provider_id, tenant_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1",
-    )
-    .bind(secret::digest(key))
-    .fetch_optional(&mut *tx.tx)
-    .await?;
+    let row = sqlx::query(PENDING_SELECT)
+        .bind(secret::digest(key))
+        .fetch_optional(&mut *tx.tx)
+        .await?;
     let Some(row) = row else { return Ok(None) };
     sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1")
         .bind(secret::digest(key))
         .execute(&mut *tx.tx)
         .await?;
     tx.commit().await?;
+    pending_from(&row)
+}
+
+/// Reads the sign-in request stored under `key` without taking it (the SAML ACS verifies the
+/// response first, so a junk POST cannot cancel a sign-in); `None` when unknown or expired.
+/// The caller takes it with [`take_in`] once the response is good.
+pub async fn peek(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Error> {
+    let row = sqlx::query(PENDING_SELECT)
+        .bind(secret::digest(key))
+        .fetch_optional(&store.pool)
+        .await?;
+    match row {
+        Some(r) => pending_from(&r),
+        None => Ok(None),
+    }
+}
+
+/// Deletes the sign-in request under `key` in `tx`; false when it is already gone (another
+/// response took it first): single use even between concurrent posts.
+pub async fn take_in(tx: &mut crate::store::WriteTx, key: &str) -> Result<bool, sqlx::Error> {
+    let n = sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1 AND expires_at >= $2")
+        .bind(secret::digest(key))
+        .bind(now_ms())
+        .execute(&mut *tx.tx)
+        .await?
+        .rows_affected();
+    Ok(n == 1)
+}
+
+fn pending_from(row: &sqlx::any::AnyRow) -> Result<Option<Pending>, sqlx::Error> {
     if row.try_get::<i64, _>("expires_at")? < now_ms() {
         return Ok(None);
     }
@@ -259,11 +298,14 @@ pub async fn finish(
 ) -> Result<ExternalLogin, OidcError> {
     let o = settings(provider)?;
     let mut fresh = false;
-    let http = http_client()?;
+    let allow_private = config.allow_private_idp_addresses;
+    let http = http_client(allow_private)?;
     // The code can be exchanged once; keep the token response for a JWKS-refresh retry.
     let mut token_response = None;
     loop {
-        let meta = cache.metadata(&provider.id, &o.issuer, fresh).await?;
+        let meta = cache
+            .metadata(&provider.id, &o.issuer, fresh, allow_private)
+            .await?;
         let client = CoreClient::from_provider_metadata(
             meta,
             ClientId::new(o.client_id.clone()),
@@ -278,8 +320,12 @@ pub async fn finish(
                 .exchange_code(AuthorizationCode::new(code.to_string()))
                 .map_err(|e| OidcError::Provider(e.to_string()))?
                 .set_pkce_verifier(PkceCodeVerifier::new(pending.verifier.clone()));
-            token_response = Some(req.request_async(&http).await.map_err(|e| {
-                OidcError::Provider(format!("token exchange failed: {}", chain(&e)))
+            token_response = Some(req.request_async(&http).await.map_err(|e| match e {
+                // The IdP's OAuth error code (e.g. invalid_grant), never its free text.
+                openidconnect::RequestTokenError::ServerResponse(r) => OidcError::Provider(
+                    format!("token exchange failed: the IdP answered {}", r.error()),
+                ),
+                e => provider_error("token exchange", &e),
             })?);
         }
         let Some(resp) = token_response.as_ref() else {
@@ -339,10 +385,17 @@ fn login_from(o: &OidcSettings, jwt: &str) -> Result<ExternalLogin, OidcError> {
         Some(Value::String(s)) => s.split(',').map(|g| g.trim().to_string()).collect(),
         _ => Vec::new(),
     };
+    // `email_verified` as a boolean (some IdPs send the string "true").
+    let email_verified = match payload.get("email_verified") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s == "true",
+        _ => false,
+    };
     Ok(ExternalLogin {
         subject,
         username,
         email,
+        email_verified,
         display_name: text(o.name_claim.as_deref().unwrap_or("name")),
         groups,
     })
@@ -352,6 +405,7 @@ fn login_from(o: &OidcSettings, jwt: &str) -> Result<ExternalLogin, OidcError> {
 pub async fn test_connection(
     cache: &DiscoveryCache,
     provider: &ProviderRow,
+    allow_private: bool,
 ) -> Vec<ConnectionCheck> {
     let mut out = Vec::new();
     let Some(o) = provider.oidc.as_ref() else {
@@ -362,7 +416,10 @@ pub async fn test_connection(
         });
         return out;
     };
-    match cache.metadata(&provider.id, &o.issuer, true).await {
+    match cache
+        .metadata(&provider.id, &o.issuer, true, allow_private)
+        .await
+    {
         Err(e) => out.push(ConnectionCheck {
             step: "discovery".into(),
             ok: false,

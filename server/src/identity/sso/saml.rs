@@ -17,8 +17,6 @@
 //!   to `/auth/saml/finish` by a top-level GET, which carries the cookie. There the cookie must
 //!   match the one that started the sign-in (login CSRF), and only then is a session made.
 
-use std::time::Duration;
-
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use samael::crypto::AllowedSignatureAlgorithm;
@@ -33,6 +31,7 @@ use samael::traits::ToXml;
 
 use app::model::{ConnectionCheck, SamlSettings, SaveIdentityProvider};
 
+use super::outbound;
 use super::{ExternalLogin, ProviderRow};
 use crate::api::error::{AppError, Validator};
 use crate::clock::now_ms;
@@ -92,28 +91,25 @@ fn settings(provider: &ProviderRow) -> Result<&SamlSettings, SamlError> {
         .ok_or_else(|| SamlError::Provider("the provider has no SAML settings".into()))
 }
 
-fn http_client() -> Result<openidconnect::reqwest::Client, String> {
-    openidconnect::reqwest::ClientBuilder::new()
-        .redirect(openidconnect::reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| e.to_string())
-}
-
-async fn fetch_metadata(url: &str) -> Result<String, String> {
-    let resp = http_client()?
-        .get(url)
-        .send()
+/// Reads the IdP's metadata by URL (through the outbound address check) into its facts. What
+/// the URL answered is never echoed: only whether its address was refused, it could not be
+/// reached, or it sent no usable metadata.
+async fn fetch_metadata(url: &str, allow_private: bool) -> Result<IdpFacts, String> {
+    let resp = outbound::get(url, allow_private)
         .await
-        .map_err(|e| format!("could not reach {url}: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    let unusable = || "the metadata URL did not answer with SAML IdP metadata".to_string();
     if !resp.status().is_success() {
-        return Err(format!("{url} answered HTTP {}", resp.status().as_u16()));
+        return Err(unusable());
     }
-    let body = resp.bytes().await.map_err(|e| e.to_string())?;
-    if body.len() > METADATA_MAX_BYTES {
-        return Err("the metadata is larger than 1 MiB".into());
+    let body = outbound::read_limited(resp, METADATA_MAX_BYTES)
+        .await
+        .ok_or_else(unusable)?;
+    let xml = String::from_utf8(body).map_err(|_| unusable())?;
+    if xml.parse::<EntityDescriptor>().is_err() {
+        return Err(unusable());
     }
-    String::from_utf8(body.to_vec()).map_err(|_| "the metadata is not UTF-8 text".into())
+    parse_idp_metadata(&xml)
 }
 
 /// What the SP keeps of an IdP's metadata.
@@ -177,7 +173,10 @@ pub fn normalize_certificate(raw: &str) -> Option<String> {
 
 /// On save: reads the metadata (pasted or by URL) into the IdP fields, and checks them. Errors
 /// name the field.
-pub async fn resolve(input: &mut SaveIdentityProvider) -> Result<(), AppError> {
+pub async fn resolve(
+    input: &mut SaveIdentityProvider,
+    allow_private: bool,
+) -> Result<(), AppError> {
     let Some(s) = input.saml.as_mut() else {
         return Ok(());
     };
@@ -197,18 +196,11 @@ pub async fn resolve(input: &mut SaveIdentityProvider) -> Result<(), AppError> {
             }
         }
     } else if let Some(url) = s.idp_metadata_url.clone() {
-        if !super::url_ok(&url) {
-            v.check(
-                false,
-                "saml.idp_metadata_url",
-                "must be an https URL (http only for localhost)",
-            );
+        if !super::url_ok(&url, allow_private) {
+            v.check(false, "saml.idp_metadata_url", super::URL_RULE);
             None
         } else {
-            match fetch_metadata(&url)
-                .await
-                .and_then(|x| parse_idp_metadata(&x))
-            {
+            match fetch_metadata(&url, allow_private).await {
                 Ok(f) => Some(f),
                 Err(e) => {
                     v.check(false, "saml.idp_metadata_url", &e);
@@ -242,9 +234,9 @@ pub async fn resolve(input: &mut SaveIdentityProvider) -> Result<(), AppError> {
         "the IdP's entity ID is required (give the metadata, or enter it)",
     );
     v.check(
-        super::url_ok(&s.idp_sso_url),
+        super::url_ok(&s.idp_sso_url, allow_private),
         "saml.idp_sso_url",
-        "must be an https URL (http only for localhost)",
+        super::URL_RULE,
     );
     v.check(
         !bad_cert,
@@ -545,15 +537,18 @@ fn login_from(s: &SamlSettings, assertion: &Assertion) -> Result<ExternalLogin, 
     Ok(ExternalLogin {
         subject: name_id,
         username,
+        // The IdP signed it: its own directory's attribute.
+        email_verified: email.is_some(),
         email,
         display_name: first(s.name_attribute.as_deref().unwrap_or("displayName")),
         groups: attribute(assertion, s.groups_attribute.as_deref().unwrap_or("groups")),
     })
 }
 
-/// The assertion consumer service: takes the request the RelayState names, checks it belongs
-/// to the provider the ACS URL names, verifies the response, remembers the assertion ID, and
-/// parks the login for the browser's hop. Returns the one-time key of that hop.
+/// The assertion consumer service: reads the request the RelayState names, checks it belongs
+/// to the provider the ACS URL names, verifies the response, and only then takes the request
+/// (so a junk POST with a stolen RelayState cancels nothing), remembers the assertion ID and
+/// parks the login for the browser's hop, in one transaction. Returns the hop's one-time key.
 pub async fn consume(
     store: &Store,
     config: &Config,
@@ -562,7 +557,7 @@ pub async fn consume(
     relay_state: &str,
 ) -> Result<String, SamlError> {
     // No binding cookie comes with the IdP's POST; the browser is checked at the finish hop.
-    let taken = super::oidc::take(store, relay_state)
+    let taken = super::oidc::peek(store, relay_state)
         .await?
         .filter(|p| p.verified.is_none())
         .ok_or(SamlError::State)?;
@@ -583,6 +578,9 @@ pub async fn consume(
     let login =
         serde_json::to_string(&verified.login).map_err(|e| SamlError::Provider(e.to_string()))?;
     let mut tx = store.begin_write().await?;
+    if !super::oidc::take_in(&mut tx, relay_state).await? {
+        return Err(SamlError::State);
+    }
     sqlx::query("DELETE FROM saml_assertions WHERE expires_at < $1")
         .bind(now)
         .execute(&mut *tx.tx)
@@ -647,11 +645,9 @@ pub async fn test_connection(config: &Config, provider: &ProviderRow) -> Vec<Con
         ));
         return out;
     };
+    let allow_private = config.allow_private_idp_addresses;
     match s.idp_metadata_url.as_deref() {
-        Some(url) => match fetch_metadata(url)
-            .await
-            .and_then(|x| parse_idp_metadata(&x))
-        {
+        Some(url) => match fetch_metadata(url, allow_private).await {
             Err(e) => out.push(check("metadata", false, format!("{e} (at {url})"))),
             Ok(f) => {
                 let same = f.entity_id == s.idp_entity_id
@@ -687,20 +683,18 @@ pub async fn test_connection(config: &Config, provider: &ProviderRow) -> Vec<Con
                 .join(", ")
         ),
     ));
-    match http_client() {
-        Err(e) => out.push(check("single sign-on URL", false, e)),
-        Ok(http) => match http.get(&s.idp_sso_url).send().await {
-            Ok(r) => out.push(check(
-                "single sign-on URL",
-                r.status().as_u16() < 500,
-                format!("{} answered HTTP {}", s.idp_sso_url, r.status().as_u16()),
-            )),
-            Err(e) => out.push(check(
-                "single sign-on URL",
-                false,
-                format!("could not reach {}: {e}", s.idp_sso_url),
-            )),
-        },
+    // Reachable or not; what it answered is not shown (it could be any URL).
+    match outbound::get(&s.idp_sso_url, allow_private).await {
+        Ok(_) => out.push(check(
+            "single sign-on URL",
+            true,
+            format!("{} is reachable", s.idp_sso_url),
+        )),
+        Err(e) => out.push(check(
+            "single sign-on URL",
+            false,
+            format!("{e} ({})", s.idp_sso_url),
+        )),
     }
     out.push(check(
         "service provider",

@@ -16,6 +16,7 @@ use app::model::*;
 
 use super::resources::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
+use crate::api::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
@@ -162,6 +163,18 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         "image",
         "must be at most 500 characters",
     );
+    v.check(clean_text(&name), "name", UNCLEAN);
+    v.check(clean_multiline(&input.command), "command", UNCLEAN);
+    v.check(
+        input.image.as_deref().is_none_or(clean_text),
+        "image",
+        UNCLEAN,
+    );
+    v.check(
+        input.env.values().all(|val| clean_multiline(val)),
+        "env",
+        UNCLEAN,
+    );
     v.check(input.env.len() <= 64, "env", "at most 64 variables");
     v.check(
         input
@@ -231,6 +244,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
             "abort.command",
             "must be 1 to 10000 characters",
         );
+        v.check(clean_multiline(&a.command), "abort.command", UNCLEAN);
         v.check(
             a.timeout_ms.is_none_or(|t| (1..=600_000).contains(&t)),
             "abort.timeout_ms",
@@ -244,6 +258,11 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
             .is_none_or(|d| !d.is_empty() && d.len() <= 1000 && !d.contains('\0')),
         "checkpoint_dir",
         "must be 1 to 1000 characters",
+    );
+    v.check(
+        input.checkpoint_dir.as_deref().is_none_or(clean_text),
+        "checkpoint_dir",
+        UNCLEAN,
     );
     v.check(
         input

@@ -11,6 +11,7 @@ use app::model::*;
 
 use super::core::WHOLE;
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::api::text::{clean_text, UNCLEAN};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::directory::slug_ok;
@@ -222,6 +223,10 @@ pub async fn create_pool(
         }
         if n.gpu_model.chars().count() > 64 {
             v.check(false, "nodes", "gpu_model must be at most 64 characters");
+            break;
+        }
+        if !clean_text(&n.gpu_model) {
+            v.check(false, "nodes", &format!("gpu_model {UNCLEAN}"));
             break;
         }
     }

@@ -3,6 +3,8 @@
 
 pub mod auth;
 mod backend;
+pub mod client_ip;
+pub mod headers;
 pub mod sso;
 
 use std::sync::Arc;

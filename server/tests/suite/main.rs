@@ -16,5 +16,7 @@ mod policies;
 mod saml;
 mod scim;
 mod sign_in;
+mod sign_in_limits;
 mod sso;
 mod store;
+mod web_hardening;

@@ -145,12 +145,34 @@ fn assert_security_headers(r: &Resp, what: &str, page: bool) {
     assert!(csp.contains("frame-ancestors 'none'"), "{what}: {csp}");
     if page {
         for part in [
-            "script-src 'self' 'unsafe-inline' 'wasm-unsafe-eval'",
+            "script-src 'self' 'nonce-",
+            "'wasm-unsafe-eval'",
             "form-action 'self'",
             "base-uri 'self'",
         ] {
             assert!(csp.contains(part), "{what}: {csp}");
         }
+        // Inline scripts run by this response's nonce, not by 'unsafe-inline'; Leptos puts the
+        // nonce on every inline script it renders (hydration, resolved resources).
+        let script_src = csp.split(';').find(|d| d.contains("script-src")).unwrap();
+        assert!(!script_src.contains("unsafe-inline"), "{what}: {csp}");
+        let nonce = script_src
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|n| n.split('\'').next())
+            .unwrap();
+        let mut inline = 0;
+        for tag in r.text.split("<script").skip(1) {
+            let tag = tag.split('>').next().unwrap();
+            if !tag.contains("src=") {
+                inline += 1;
+                assert!(
+                    tag.contains(&format!("nonce=\"{nonce}\"")),
+                    "{what}: <script{tag}>"
+                );
+            }
+        }
+        assert!(inline > 0, "{what}: the hydration script is inline");
     } else {
         assert!(csp.starts_with("default-src 'none'"), "{what}: {csp}");
     }
@@ -172,6 +194,36 @@ async fn security_headers_on_every_response(kind: Kind) {
         !page.headers.contains_key("strict-transport-security"),
         "no HSTS over plain http"
     );
+    // A signed-in page with resources resolved on the server, and the 404 page.
+    let form = format!(
+        "tenant=acme&username=admin&password={}&next=%2Fsettings",
+        crate::common::PASSWORD
+    );
+    let signed_in = app
+        .raw(
+            Request::post("/auth/login")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(form))
+                .unwrap(),
+        )
+        .await;
+    let cookie = signed_in.headers[header::SET_COOKIE].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let settings = app
+        .raw(
+            Request::get("/settings")
+                .header(header::COOKIE, cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(settings.status, StatusCode::OK);
+    assert_security_headers(&settings, "signed-in page", true);
+    let not_found = app
+        .raw(Request::get("/no-such-page").body(Body::empty()).unwrap())
+        .await;
+    assert_eq!(not_found.status, StatusCode::NOT_FOUND);
+    assert_security_headers(&not_found, "404 page", true);
     let api = app.get("/api/v1/me", &token).await;
     assert_eq!(api.status, StatusCode::OK);
     assert_security_headers(&api, "api", false);

@@ -10,6 +10,7 @@ fn error_message(code: &str) -> &'static str {
     match code {
         "invalid" => "Wrong organization, username or password.",
         "throttled" => "Too many failed attempts. Wait a few minutes, then try again.",
+        "too_long" => "That organization or username is too long (at most 64 and 256 characters).",
         "expired" => "Your session has ended. Please sign in again.",
         "sso_state" => "That sign-in link has expired, was already used, or was started in another browser. Start again.",
         "sso_token" => "Your identity provider's answer could not be verified, so you were not signed in. Tell your administrator.",
@@ -55,13 +56,13 @@ fn PasswordForm(tenant: String, fixed_tenant: bool, next: String) -> impl IntoVi
                 view! {
                     <div>
                         <label for="tenant" class=LABEL>"Organization"</label>
-                        <input id="tenant" name="tenant" required autocomplete="organization" placeholder="acme" class=INPUT value=tenant/>
+                        <input id="tenant" name="tenant" required maxlength="64" autocomplete="organization" placeholder="acme" class=INPUT value=tenant/>
                     </div>
                 }.into_any()
             }}
             <div>
                 <label for="username" class=LABEL>"Username"</label>
-                <input id="username" name="username" required autocomplete="username" class=INPUT/>
+                <input id="username" name="username" required maxlength="256" autocomplete="username" class=INPUT/>
             </div>
             <div>
                 <label for="password" class=LABEL>"Password"</label>
@@ -156,7 +157,7 @@ pub fn TenantLoginPage() -> impl IntoView {
                                                         <input type="hidden" name="next" value=next.clone()/>
                                                         <div>
                                                             <label for=format!("{id}-username") class=LABEL>"Directory username"</label>
-                                                            <input id=format!("{id}-username") name="username" required autocomplete="username" class=INPUT/>
+                                                            <input id=format!("{id}-username") name="username" required maxlength="256" autocomplete="username" class=INPUT/>
                                                         </div>
                                                         <div>
                                                             <label for=format!("{id}-password") class=LABEL>"Directory password"</label>

@@ -19,6 +19,7 @@ use app::access::{can, effective, Action, Permission, ResourceKind, Rule, Scope,
 use app::model::*;
 
 use crate::api::error::{ApiError, ApiResult, AppError, Validator};
+use crate::api::text::{clean_text, UNCLEAN};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
@@ -428,6 +429,7 @@ pub async fn create_asset(
         "name",
         "must be 1 to 200 characters",
     );
+    v.check(clean_text(&name), "name", UNCLEAN);
     v.check(
         !input.location_uri.trim().is_empty()
             && input.location_uri.len() <= 2000
@@ -435,6 +437,7 @@ pub async fn create_asset(
         "location_uri",
         "must be a URI such as s3://bucket/path or hf://org/model",
     );
+    v.check(clean_text(&input.location_uri), "location_uri", UNCLEAN);
     v.check(
         input.metadata.len() <= 100
             && input
@@ -443,6 +446,14 @@ pub async fn create_asset(
                 .all(|(k, val)| !k.is_empty() && k.len() <= 100 && val.len() <= 2000),
         "metadata",
         "at most 100 keys of up to 100 characters, values up to 2000",
+    );
+    v.check(
+        input
+            .metadata
+            .iter()
+            .all(|(k, val)| clean_text(k) && clean_text(val)),
+        "metadata",
+        UNCLEAN,
     );
     let project_ok = exists(store, "projects", p.tenant_id(), &input.project_id).await?;
     v.check(

@@ -3,12 +3,15 @@
 
 pub mod error;
 pub mod extract;
+mod metrics;
+pub mod request_id;
+pub mod text;
 
 use std::time::Instant;
 
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -106,13 +109,17 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::identity::scim::router())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(metrics::metrics));
     let router = crate::web::routes(router, &state)
         .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(state.clone(), crate::web::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(CatchPanicLayer::custom(|_| ApiError(AppError::Internal).into_response()))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::web::headers::security_headers,
+        ))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -124,7 +131,9 @@ pub fn app(state: AppState) -> Router {
                 tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
             }),
         )
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid));
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // Outermost: the caller's id is checked before anything reads it.
+        .layer(middleware::from_fn(request_id::sanitize));
     router.with_state(state)
 }
 
@@ -134,54 +143,6 @@ async fn readyz(State(state): State<AppState>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
     }
-}
-
-async fn metrics(State(state): State<AppState>) -> Response {
-    let mut gauges = Vec::new();
-    for (name, help, sql) in [
-        (
-            "switchyard_tenants",
-            "Tenants.",
-            "SELECT COUNT(*) FROM tenants",
-        ),
-        (
-            "switchyard_users",
-            "Users across tenants.",
-            "SELECT COUNT(*) FROM users",
-        ),
-        (
-            "switchyard_groups",
-            "Groups across tenants.",
-            "SELECT COUNT(*) FROM groups",
-        ),
-        (
-            "switchyard_projects",
-            "Projects across tenants.",
-            "SELECT COUNT(*) FROM projects",
-        ),
-        (
-            "switchyard_active_sessions",
-            "Unexpired browser sessions.",
-            "SELECT COUNT(*) FROM sessions",
-        ),
-        (
-            "switchyard_audit_entries",
-            "Audit log entries.",
-            "SELECT COUNT(*) FROM audit_log",
-        ),
-    ] {
-        let v: i64 = sqlx::query_scalar(sql)
-            .fetch_one(&state.store.pool)
-            .await
-            .unwrap_or(-1);
-        gauges.push((name, help, v));
-    }
-    let mut resp = state.metrics.render(&gauges).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    resp
 }
 
 /// Counts and times every request by its route template (not its raw path, to bound series).

@@ -10,6 +10,7 @@ use app::model::*;
 
 use super::{password, require};
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::api::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::store::{flag, new_id, Store, WriteTx};
@@ -68,6 +69,7 @@ fn email_ok(s: &str) -> bool {
         && domain.contains('.')
         && !domain.starts_with('.')
         && !s.contains(char::is_whitespace)
+        && clean_text(s)
         && s.len() <= 254
 }
 
@@ -165,6 +167,7 @@ pub async fn create_user(
         "display_name",
         "must be at most 100 characters",
     );
+    v.check(clean_text(&display_name), "display_name", UNCLEAN);
     v.check(
         email.as_deref().is_none_or(email_ok),
         "email",
@@ -263,6 +266,7 @@ pub async fn update_user(
             "display_name",
             "must be 1 to 100 characters",
         );
+        v.check(clean_text(d), "display_name", UNCLEAN);
     }
     if let Some(e) = &input.email {
         v.check(
@@ -526,6 +530,7 @@ fn validate_group_name(v: &mut Validator, name: &str) {
         "name",
         "must be 1 to 64 characters, without '/'",
     );
+    v.check(clean_text(name), "name", UNCLEAN);
 }
 
 pub async fn create_group(
@@ -544,6 +549,7 @@ pub async fn create_group(
         "description",
         "must be at most 500 characters",
     );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
     let now = now_ms();
     let id = new_id();
@@ -603,6 +609,7 @@ pub async fn update_group(
         "description",
         "must be at most 500 characters",
     );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
@@ -838,6 +845,7 @@ pub async fn create_project(
         "description",
         "must be at most 500 characters",
     );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
     if let Some(parent) = &input.parent_id {
         if get_project(store, p, parent).await.is_err() {
@@ -903,6 +911,7 @@ pub async fn update_project(
         "description",
         "must be at most 500 characters",
     );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;

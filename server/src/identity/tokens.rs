@@ -10,6 +10,7 @@ use app::model::*;
 
 use super::{password, require, secret};
 use crate::api::error::{ApiResult, AppError, Validator};
+use crate::api::text::{clean_text, UNCLEAN};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::store::{new_id, Store, WriteTx};
@@ -302,6 +303,7 @@ pub async fn issue_token(
         "name",
         "must be 1 to 64 characters",
     );
+    v.check(clean_text(&name), "name", UNCLEAN);
     v.check(
         (1..=365).contains(&days),
         "expires_in_days",

@@ -1,6 +1,7 @@
 //! Pools: capacity (nodes with GPUs), shared (platform admins) or dedicated to one tenant. Owns `pools`.
 
 use super::*;
+use crate::api::text::{clean_text, UNCLEAN};
 
 const POOL_COLUMNS: &str =
     "id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at";
@@ -173,6 +174,10 @@ pub async fn create_pool(
         }
         if n.gpu_model.chars().count() > 64 {
             v.check(false, "nodes", "gpu_model must be at most 64 characters");
+            break;
+        }
+        if !clean_text(&n.gpu_model) {
+            v.check(false, "nodes", &format!("gpu_model {UNCLEAN}"));
             break;
         }
     }

@@ -15,6 +15,7 @@ use app::model::*;
 
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Problem, Validator};
 use crate::api::extract::ApiJson;
+use crate::api::text::{clean_text, UNCLEAN};
 use crate::api::Caller;
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
@@ -88,6 +89,7 @@ pub async fn insert_tenant(
         "name",
         "must be 1 to 100 characters",
     );
+    v.check(clean_text(&name), "name", UNCLEAN);
     v.finish()?;
     let now = now_ms();
     let tenant = Tenant {

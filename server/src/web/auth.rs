@@ -1,20 +1,20 @@
 //! Authentication of every request (bearer token or session cookie), CSRF and origin checks,
 //! the page sign-in redirect, and the sign-in/sign-out forms.
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Form, Request, State};
+use axum::extract::{Form, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use serde::Deserialize;
+use sqlx::Row;
 
 use app::model::{Auth, Me, Principal, RequestMeta};
 
-use crate::api::error::{ApiError, ApiResult, AppError};
+use crate::api::error::{ApiError, ApiResult, AppError, Validator};
 use crate::clock::now_ms;
 use crate::identity::secret::constant_time_eq;
+use crate::identity::throttle;
 use crate::identity::tokens::{self, PasswordCheck};
 use crate::state::AppState;
 
@@ -32,23 +32,6 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
-}
-
-fn source_ip(req: &Request, trust_forwarded: bool) -> String {
-    if trust_forwarded {
-        if let Some(ip) = req
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-        {
-            return ip.trim().to_string();
-        }
-    }
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip().to_string())
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// A cross-site browser request: its Origin names another host, or Fetch Metadata says so.
@@ -77,7 +60,8 @@ fn cross_site(headers: &HeaderMap) -> bool {
 /// Resolves the caller and puts [`Principal`] and [`RequestMeta`] into the request.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let meta = RequestMeta {
-        source_ip: source_ip(&req, state.config.trust_forwarded_for),
+        source_ip: super::client_ip::client_ip(&req, &state.config),
+        // Checked by `api::request_id::sanitize` before this runs.
         request_id: req
             .headers()
             .get("x-request-id")
@@ -94,9 +78,10 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         return ApiError(AppError::Forbidden).into_response();
     }
     let now = now_ms();
-    // SCIM carries the tenant's SCIM token, checked by its own handlers.
-    let scim = path.starts_with("/scim/");
-    let principal = if scim {
+    // SCIM carries the tenant's SCIM token and `/metrics` the metrics token, each checked by
+    // its own handlers.
+    let own_token = path.starts_with("/scim/") || path == "/metrics";
+    let principal = if own_token {
         None
     } else if let Some(authz) = req.headers().get(header::AUTHORIZATION) {
         let token = authz
@@ -171,8 +156,66 @@ fn urlencoding(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
+/// The longest organization (tenant slug) and username a sign-in takes. Longer ones are refused
+/// before anything is looked up, throttled or written to the audit log.
+pub const MAX_TENANT_CHARS: usize = 64;
+pub const MAX_USERNAME_CHARS: usize = 256;
+
+/// 422 at the field when the organization or username is too long to be anyone's.
+pub fn check_sign_in_names(tenant: Option<&str>, username: &str) -> Result<(), AppError> {
+    let mut v = Validator::default();
+    if let Some(t) = tenant {
+        v.check(
+            t.trim().chars().count() <= MAX_TENANT_CHARS,
+            "tenant",
+            "must be at most 64 characters",
+        );
+    }
+    v.check(
+        username.trim().chars().count() <= MAX_USERNAME_CHARS,
+        "username",
+        "must be at most 256 characters",
+    );
+    v.finish()
+}
+
+/// The throttle's account key for a password sign-in (see [`throttle::account_key`]): looks up
+/// whether the account exists, its password hash and whether it is a platform admin.
+async fn account_key(
+    state: &AppState,
+    tenant: &str,
+    username: &str,
+    source: &str,
+) -> Result<String, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT u.password_hash, u.is_platform_admin FROM users u JOIN tenants t ON t.id = u.tenant_id
+         WHERE t.slug = $1 AND u.username = $2",
+    )
+    .bind(tenant)
+    .bind(username)
+    .fetch_optional(&state.store.pool)
+    .await?;
+    let (hash, platform_admin) = match row {
+        Some(r) => (
+            r.try_get::<Option<String>, _>("password_hash")?,
+            r.try_get::<i64, _>("is_platform_admin")? != 0,
+        ),
+        None => (None, false),
+    };
+    Ok(throttle::account_key(
+        tenant,
+        username,
+        hash.as_deref(),
+        platform_admin,
+        source,
+    ))
+}
+
 /// Checks a password with throttling and audit of failures; the one sign-in path for the form
 /// and the API.
+///
+/// The attempt is reserved in the throttle (counted as a failure) before the password is
+/// checked and given back on success, so parallel guesses cannot outrun the count.
 pub async fn password_login(
     state: &AppState,
     meta: &RequestMeta,
@@ -180,43 +223,44 @@ pub async fn password_login(
     username: &str,
     password: &str,
 ) -> ApiResult<Me> {
-    let account = format!(
-        "{}/{}",
-        tenant.trim().to_lowercase(),
-        username.trim().to_lowercase()
-    );
+    check_sign_in_names(Some(tenant), username)?;
+    let tenant_slug = tenant.trim().to_lowercase();
+    let user = username.trim().to_lowercase();
+    let account = account_key(state, &tenant_slug, &user, &meta.source_ip).await?;
+    let source = meta.source_ip.as_str();
     let now = now_ms();
-    let throttled = state
+    state
         .throttle
         .lock()
         .map_err(|_| ApiError(AppError::Internal))?
-        .check(&account, &meta.source_ip, now);
-    if let Err(secs) = throttled {
-        return Err(AppError::TooManyRequests {
+        .reserve(&account, source, now)
+        .map_err(|secs| AppError::TooManyRequests {
             retry_after_secs: secs,
-        }
-        .into());
-    }
-    match tokens::check_password(&state.store, tenant, username, password).await? {
-        PasswordCheck::Ok(me) => {
-            if let Ok(mut t) = state.throttle.lock() {
-                t.success(&account);
+        })?;
+    let checked = tokens::check_password(&state.store, tenant, username, password).await;
+    let give_back = |success: bool| {
+        if let Ok(mut t) = state.throttle.lock() {
+            if success {
+                t.success(&account, source, now);
+            } else {
+                t.release(&account, source, now);
             }
+        }
+    };
+    match checked {
+        Err(e) => {
+            // Not a wrong password: the attempt does not count.
+            give_back(false);
+            Err(e.into())
+        }
+        Ok(PasswordCheck::Ok(me)) => {
+            give_back(true);
             Ok(me)
         }
-        PasswordCheck::Invalid { tenant_id } => {
-            if let Ok(mut t) = state.throttle.lock() {
-                t.failure(&account, &meta.source_ip, now);
-            }
+        Ok(PasswordCheck::Invalid { tenant_id }) => {
             if let Some(tid) = tenant_id {
-                tokens::audit_failed_login(
-                    &state.store,
-                    &tid,
-                    &username.trim().to_lowercase(),
-                    meta,
-                    "invalid credentials",
-                )
-                .await?;
+                tokens::audit_failed_login(&state.store, &tid, &user, meta, "invalid credentials")
+                    .await?;
             }
             Err(AppError::Unauthorized.into())
         }
@@ -259,10 +303,22 @@ pub async fn login_form(
     Form(form): Form<LoginForm>,
 ) -> Response {
     let back = |error: &str| {
+        // Echo back only what fits a sign-in; a megabyte name is not put into a Location header.
+        let tenant = form.tenant.trim();
+        let tenant = if tenant.chars().count() <= MAX_TENANT_CHARS {
+            tenant
+        } else {
+            ""
+        };
+        let next = if form.next.len() <= 2048 {
+            form.next.as_str()
+        } else {
+            ""
+        };
         let q = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("error", error)
-            .append_pair("tenant", form.tenant.trim())
-            .append_pair("next", &form.next)
+            .append_pair("tenant", tenant)
+            .append_pair("next", next)
             .finish();
         Redirect::to(&format!("/login?{q}")).into_response()
     };
@@ -271,6 +327,7 @@ pub async fn login_form(
         Ok(me) => me,
         Err(ApiError(AppError::TooManyRequests { .. })) => return back("throttled"),
         Err(ApiError(AppError::Unauthorized)) => return back("invalid"),
+        Err(ApiError(AppError::Validation(_))) => return back("too_long"),
         Err(_) => return back("failed"),
     };
     let ttl_ms = state.config.session_ttl_hours * 3_600_000;

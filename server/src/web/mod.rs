@@ -3,6 +3,8 @@
 
 pub mod auth;
 mod backend;
+pub mod client_ip;
+pub mod headers;
 pub mod sso;
 
 use std::sync::Arc;
@@ -43,7 +45,10 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
         .leptos_routes_with_context(
             state,
             leptos_routes,
-            move || provide_context(backend.clone()),
+            move || {
+                provide_context(backend.clone());
+                headers::page_csp_context();
+            },
             move || app::shell(options.clone()),
         )
         .fallback(fallback)
@@ -63,6 +68,9 @@ async fn fallback(uri: Uri, State(state): State<AppState>, req: Request) -> Resp
     if uri.path().starts_with("/api/") || uri.path().starts_with("/_sf/") {
         return ApiError(AppError::NotFound).into_response();
     }
-    let handler = leptos_axum::file_and_error_handler::<AppState, _>(app::shell);
+    let handler = leptos_axum::file_and_error_handler_with_context::<AppState, _>(
+        headers::page_csp_context,
+        app::shell,
+    );
     handler(uri, State(state), req).await
 }

@@ -371,18 +371,23 @@ pub async fn ldap_login(
             return to_login(&tenant, "sso_failed");
         }
     };
+    if crate::web::auth::check_sign_in_names(None, &form.username).is_err() {
+        return to_login(&tenant, "too_long");
+    }
     let account = format!(
         "{tenant}/ldap:{}/{}",
         row.name,
         form.username.trim().to_lowercase()
     );
+    let source = meta.source_ip.as_str();
     let now = crate::clock::now_ms();
-    let throttled = state
+    // Reserved (counted as a failure) before the directory is asked, as for local passwords.
+    let reserved = state
         .throttle
         .lock()
-        .map(|mut t| t.check(&account, &meta.source_ip, now).is_err())
-        .unwrap_or(true);
-    if throttled {
+        .map(|mut t| t.reserve(&account, source, now).is_ok())
+        .unwrap_or(false);
+    if !reserved {
         return to_login(&tenant, "throttled");
     }
     let allow_private = state.config.allow_private_idp_addresses;
@@ -390,11 +395,11 @@ pub async fn ldap_login(
     {
         Ok(l) => l,
         Err(e) => {
-            if matches!(e, ldap::LdapError::Invalid) {
+            if !matches!(e, ldap::LdapError::Invalid) {
+                // The directory failed, not the password: the attempt does not count.
                 if let Ok(mut t) = state.throttle.lock() {
-                    t.failure(&account, &meta.source_ip, now);
+                    t.release(&account, source, now);
                 }
-            } else {
                 tracing::warn!(error = %e, provider = %row.name, "ldap sign-in failed");
             }
             let who = form.username.trim().to_lowercase();
@@ -409,7 +414,7 @@ pub async fn ldap_login(
         }
     };
     if let Ok(mut t) = state.throttle.lock() {
-        t.success(&account);
+        t.success(&account, source, now);
     }
     let ttl_ms = state.config.session_ttl_hours * 3_600_000;
     match sso::finish_login(&state.store, &row, login, &meta, ttl_ms).await {

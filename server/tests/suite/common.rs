@@ -148,6 +148,22 @@ impl TestApp {
         self.router = switchyard::api::app(self.state.clone());
     }
 
+    /// An app with these settings changed from the test defaults.
+    pub async fn with_settings(kind: Kind, change: impl FnOnce(&mut Config)) -> TestApp {
+        let db = TestDb::new(kind).await;
+        let mut config = test_config();
+        change(&mut config);
+        let state = switchyard::state(db.store.clone(), config);
+        let router = switchyard::api::app(state.clone());
+        TestApp {
+            db,
+            router,
+            state,
+            driver: None,
+            jobs_dir: None,
+        }
+    }
+
     /// An app whose scheduler runs: a fast tick, no minimum runtime, a short simulated
     /// checkpoint, local jobs in a temporary folder.
     pub async fn with_scheduler(kind: Kind) -> TestApp {
@@ -385,6 +401,25 @@ impl TestApp {
         }
         self.db.cleanup().await;
     }
+}
+
+/// The request as if it came over a connection from `ip` (what `axum::serve` records as
+/// `ConnectInfo`); requests without it have no known client address.
+pub fn from_ip(mut req: Request<Body>, ip: &str) -> Request<Body> {
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 40000);
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    req
+}
+
+/// A JSON `POST /api/v1/auth/login` request.
+pub fn login_request(tenant: &str, username: &str, password: &str) -> Request<Body> {
+    Request::post("/api/v1/auth/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            json!({"tenant": tenant, "username": username, "password": password}).to_string(),
+        ))
+        .unwrap()
 }
 
 /// A test that has not finished after 90 s is stuck. In this session's full runs a test very

@@ -265,7 +265,13 @@ async fn health_and_metrics(kind: Kind) {
     );
     let token = app.login("acme", "admin").await;
     app.get("/api/v1/users", &token).await;
-    let m = app.call(Method::GET, "/metrics", None, None).await;
+    // Without a metrics token, `/metrics` answers clients on this host.
+    let m = app
+        .raw(crate::common::from_ip(
+            Request::get("/metrics").body(Body::empty()).unwrap(),
+            "127.0.0.1",
+        ))
+        .await;
     assert!(m.headers[header::CONTENT_TYPE]
         .to_str()
         .unwrap()

@@ -24,6 +24,7 @@ use app::access::Action;
 use app::model::{Principal, RequestMeta};
 
 use crate::api::error::ApiResult;
+use crate::api::text;
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::identity::directory::slug_ok;
@@ -482,10 +483,12 @@ fn user_input(body: &Value) -> Result<UserInput, ScimError> {
                 .or_else(|| es.first())
         })
         .and_then(|e| e["value"].as_str())
+        .filter(|e| text::clean_text(e) && e.len() <= 254)
         .map(str::to_string);
     Ok(UserInput {
         username,
-        display_name: display_name.chars().take(100).collect(),
+        // An IdP's names are dropped of control and bidi characters, not refused.
+        display_name: text::scrub(&display_name, 100),
         email,
         external_id: body["externalId"].as_str().map(str::to_string),
         active: body["active"].as_bool().unwrap_or(true),
@@ -625,7 +628,7 @@ async fn patch_user(
                         .unwrap_or(input.active)
                 }
                 "displayName" | "name.formatted" => {
-                    input.display_name = v.as_str().unwrap_or("").chars().take(100).collect()
+                    input.display_name = text::scrub(v.as_str().unwrap_or(""), 100)
                 }
                 "externalId" => input.external_id = v.as_str().map(str::to_string),
                 "emails" => {
@@ -633,6 +636,7 @@ async fn patch_user(
                         .as_array()
                         .and_then(|a| a.first())
                         .and_then(|e| e["value"].as_str())
+                        .filter(|e| text::clean_text(e) && e.len() <= 254)
                         .map(str::to_string)
                 }
                 "userName" => {
@@ -930,7 +934,10 @@ async fn create_group(
         .bind(&id)
         .bind(&tenant)
         .bind(&name)
-        .bind(format!("Provisioned by SCIM as “{display}”"))
+        .bind(format!(
+            "Provisioned by SCIM as “{}”",
+            text::scrub(display, 200)
+        ))
         .bind(now_ms())
         .execute(&mut *tx.tx)
         .await;

@@ -119,8 +119,8 @@ async fn set_sign_in_settings(
 }
 
 /// What a tenant's sign-in page offers: its enabled providers and whether passwords work.
-/// Public (no sign-in needed).
-#[utoipa::path(get, path = "/sign-in/{tenant}", tag = "sso", security(()), params(("tenant" = String, Path)), responses((status = 200, body = SignInOptions), (status = 404, body = Problem)))]
+/// Public (no sign-in needed); an unknown organization answers as one with only passwords.
+#[utoipa::path(get, path = "/sign-in/{tenant}", tag = "sso", security(()), params(("tenant" = String, Path)), responses((status = 200, body = SignInOptions)))]
 async fn sign_in_options(
     State(s): State<AppState>,
     Path(tenant): Path<String>,

@@ -26,6 +26,7 @@ use app::model::*;
 
 use self::link as sso_link;
 use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::api::text::{self, clean_text, UNCLEAN};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::config::Config;
@@ -219,6 +220,7 @@ fn validate(
         "display_name",
         "must be 1 to 100 characters",
     );
+    v.check(clean_text(&input.display_name), "display_name", UNCLEAN);
     v.check(
         KINDS.contains(&input.kind.as_str()),
         "kind",
@@ -542,13 +544,17 @@ pub async fn delete_provider(
 }
 
 /// What the sign-in page of a tenant offers (public: names and buttons, no settings).
+///
+/// Public, so it must not tell which organizations exist: an unknown slug is answered as a
+/// tenant with no identity providers that takes passwords, and such a tenant (known or not) is
+/// named by its slug. Only a tenant whose page shows providers — which are public anyway —
+/// shows its display name.
 pub async fn sign_in_options(store: &Store, tenant_slug: &str) -> ApiResult<SignInOptions> {
     let slug = tenant_slug.trim().to_lowercase();
-    let tenant = sqlx::query("SELECT slug, name, password_login FROM tenants WHERE slug = $1")
+    let tenant = sqlx::query("SELECT name, password_login FROM tenants WHERE slug = $1")
         .bind(&slug)
         .fetch_optional(&store.pool)
-        .await?
-        .ok_or(AppError::NotFound)?;
+        .await?;
     let rows = sqlx::query(
         "SELECT i.name, i.display_name, i.kind FROM identity_providers i JOIN tenants t ON t.id = i.tenant_id
          WHERE t.slug = $1 AND i.enabled = 1 ORDER BY i.display_name",
@@ -573,10 +579,18 @@ pub async fn sign_in_options(store: &Store, tenant_slug: &str) -> ApiResult<Sign
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let password_login = match &tenant {
+        Some(t) => t.try_get::<i64, _>("password_login")? != 0,
+        None => true,
+    };
+    let tenant_name = match &tenant {
+        Some(t) if !providers.is_empty() => t.try_get("name")?,
+        _ => slug.clone(),
+    };
     Ok(SignInOptions {
-        tenant_slug: tenant.try_get("slug")?,
-        tenant_name: tenant.try_get("name")?,
-        password_login: tenant.try_get::<i64, _>("password_login")? != 0,
+        tenant_slug: slug,
+        tenant_name,
+        password_login,
         providers,
     })
 }
@@ -777,6 +791,13 @@ pub async fn finish_login(
     meta: &RequestMeta,
     ttl_ms: i64,
 ) -> ApiResult<Finished> {
+    // What the IdP calls the user is shown in pages and the audit log: no control or bidi
+    // characters (dropped, not refused: the sign-in is the IdP's to allow).
+    let mut login = login;
+    login.display_name = login.display_name.map(|d| text::scrub(&d, 100));
+    login.email = login
+        .email
+        .filter(|e| text::clean_text(e) && e.chars().count() <= 254);
     let who = if login.username.is_empty() {
         login.subject.clone()
     } else {

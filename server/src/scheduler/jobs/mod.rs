@@ -18,6 +18,7 @@ use app::model::*;
 
 use self::caps::PendingCaps;
 use crate::api::error::{ApiError, ApiResult, AppError, FieldError, Validator};
+use crate::api::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::audit;
 use crate::clock::now_ms;
 use crate::identity::require;
@@ -166,6 +167,18 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         "image",
         "must be at most 500 characters",
     );
+    v.check(clean_text(&name), "name", UNCLEAN);
+    v.check(clean_multiline(&input.command), "command", UNCLEAN);
+    v.check(
+        input.image.as_deref().is_none_or(clean_text),
+        "image",
+        UNCLEAN,
+    );
+    v.check(
+        input.env.values().all(|val| clean_multiline(val)),
+        "env",
+        UNCLEAN,
+    );
     v.check(input.env.len() <= 64, "env", "at most 64 variables");
     v.check(
         input
@@ -235,6 +248,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
             "abort.command",
             "must be 1 to 10000 characters",
         );
+        v.check(clean_multiline(&a.command), "abort.command", UNCLEAN);
         v.check(
             a.timeout_ms.is_none_or(|t| (1..=600_000).contains(&t)),
             "abort.timeout_ms",
@@ -248,6 +262,11 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
             .is_none_or(crate::nodes::executor::sandbox::checkpoint_path_ok),
         "checkpoint_dir",
         "must be a relative path inside the job's folder (no leading '/', no '..'), at most 1000 characters",
+    );
+    v.check(
+        input.checkpoint_dir.as_deref().is_none_or(clean_text),
+        "checkpoint_dir",
+        UNCLEAN,
     );
     v.check(
         input

@@ -27,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up: the size of the `serve` settings does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the control plane: API, pages, metrics.

@@ -171,6 +171,7 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "GET /api/v1/policies/{id}",
         "GET /api/v1/pools",
         "GET /api/v1/pools/{id}",
+        "GET /api/v1/pools/{id}/grants",
         "GET /api/v1/profiles",
         "GET /api/v1/profiles/{id}",
         "GET /api/v1/projects",
@@ -210,6 +211,7 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "POST /api/v1/tokens",
         "POST /api/v1/users",
         "PUT /api/v1/idp/{id}",
+        "PUT /api/v1/pools/{id}/grants/{tenant_id}",
         "PUT /api/v1/sign-in-settings",
     ];
     assert_eq!(ops, expected);

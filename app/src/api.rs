@@ -9,6 +9,8 @@ use leptos::prelude::*;
 
 use crate::error::AppError;
 #[cfg(feature = "ssr")]
+use crate::form;
+#[cfg(feature = "ssr")]
 use crate::model::{
     AbortSpec, Auth, CreateGroup, CreatePool, CreateProfile, CreateQueue, CreateTenant, CreateUser,
     GroupSync, LdapSettings, OidcSettings, PoolNode, Principal, RequestMeta, SamlSettings,
@@ -582,9 +584,13 @@ pub async fn submit_job_form(
         async move {
             let c = ctx::write(&csrf)?;
             let gpu_milli = int_field("gpu_milli", &gpu_milli)?;
-            let duration_ms = int_field("duration_ms", &duration_s)?.map(|s| s * 1000);
-            let max_runtime_ms = int_field("max_runtime_ms", &max_runtime_s)?.map(|s| s * 1000);
-            let abort_timeout = int_field("abort.timeout_ms", &abort_timeout_s)?.map(|s| s * 1000);
+            // Checked and in range here, in the form's own unit and field names: `s * 1000`
+            // on a huge or negative number would overflow (a panic, or a silent wrap).
+            let duration_ms = form::seconds_as_ms("duration_s", &duration_s, form::DURATION_S)?;
+            let max_runtime_ms =
+                form::seconds_as_ms("max_runtime_s", &max_runtime_s, form::MAX_RUNTIME_S)?;
+            let abort_timeout =
+                form::seconds_as_ms("abort_timeout_s", &abort_timeout_s, form::ABORT_TIMEOUT_S)?;
             let abort = text_field(abort_command).map(|command| AbortSpec {
                 kind: if abort_kind.is_empty() {
                     "bash".into()

@@ -9,8 +9,11 @@ pub mod api;
 #[cfg(feature = "ssr")]
 pub mod backend;
 pub mod error;
+pub mod form;
 pub mod model;
 mod pages;
+#[cfg(feature = "ssr")]
+pub mod schema;
 pub mod time;
 mod ui;
 

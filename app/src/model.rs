@@ -216,13 +216,16 @@ pub struct Page<T> {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub username: String,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 100))]
     pub display_name: Option<String>,
     #[serde(default)]
     pub email: Option<String>,
     /// Local password (at least 12 characters). Omit for SSO-only accounts.
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_length = 12))]
     pub password: Option<String>,
     #[serde(default)]
     pub is_tenant_admin: bool,
@@ -233,10 +236,15 @@ pub struct CreateUser {
 #[serde(deny_unknown_fields)]
 pub struct UpdateUser {
     #[serde(default)]
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 100, pattern = "\\S")
+    )]
     pub display_name: Option<String>,
     #[serde(default)]
     pub email: Option<String>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_length = 12))]
     pub password: Option<String>,
     #[serde(default)]
     pub is_tenant_admin: Option<bool>,
@@ -248,8 +256,13 @@ pub struct UpdateUser {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateGroup {
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 64, pattern = "^[^/\\n]*[^/\\s][^/\\n]*$")
+    )]
     pub name: String,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub description: Option<String>,
 }
 
@@ -258,8 +271,13 @@ pub struct CreateGroup {
 #[serde(deny_unknown_fields)]
 pub struct UpdateGroup {
     #[serde(default)]
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 64, pattern = "^[^/\\n]*[^/\\s][^/\\n]*$")
+    )]
     pub name: Option<String>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub description: Option<String>,
 }
 
@@ -274,8 +292,13 @@ pub struct AddMember {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 64, pattern = "^[^/\\n]*[^/\\s][^/\\n]*$")
+    )]
     pub name: String,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub description: Option<String>,
     #[serde(default)]
     pub parent_id: Option<String>,
@@ -286,8 +309,13 @@ pub struct CreateProject {
 #[serde(deny_unknown_fields)]
 pub struct UpdateProject {
     #[serde(default)]
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 64, pattern = "^[^/\\n]*[^/\\s][^/\\n]*$")
+    )]
     pub name: Option<String>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub description: Option<String>,
 }
 
@@ -295,9 +323,14 @@ pub struct UpdateProject {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 64, pattern = "\\S")
+    )]
     pub name: String,
     /// Lifetime in days, 1 to 365; 30 when omitted.
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 365))]
     pub expires_in_days: Option<i64>,
 }
 
@@ -306,7 +339,12 @@ pub struct CreateToken {
 #[serde(deny_unknown_fields)]
 pub struct CreateTenant {
     /// Lower-case letters, digits and dashes; used in URLs and at login.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub slug: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 100, pattern = "\\S")
+    )]
     pub name: String,
 }
 
@@ -323,6 +361,7 @@ pub struct LoginRequest {
     pub token_name: Option<String>,
     /// Lifetime of the issued token in days (1 to 365); 1 when omitted.
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 365))]
     pub expires_in_days: Option<i64>,
 }
 
@@ -341,13 +380,19 @@ pub struct LoginResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct PoolNode {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16))]
     pub gpus: u32,
+    #[cfg_attr(feature = "ssr", schema(max_length = 64))]
     pub gpu_model: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1048576))]
     pub gpu_memory_mb: u32,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 4096))]
     pub cpu_cores: u32,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16777216))]
     pub memory_mb: u64,
 }
 
@@ -403,7 +448,9 @@ pub struct Policy {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct PriorityClass {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1000))]
     pub priority: i32,
     /// Non-preemptible classes run only on reserved capacity.
     pub preemptible: bool,
@@ -450,6 +497,7 @@ pub struct Job {
     pub pool_id: Option<String>,
     pub node_name: Option<String>,
     /// (device index, milli-GPUs) on its node.
+    #[cfg_attr(feature = "ssr", schema(schema_with = crate::schema::slices))]
     pub slices: Vec<(u32, u32)>,
     pub over_quota: bool,
     /// `abort`, `preempt` or `max_runtime` while a stop is in progress or after it.
@@ -577,11 +625,15 @@ pub struct PortalOverview {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreatePool {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
     /// `simulated` or `local`.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(simulated|local)$"))]
     pub executor: String,
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 5000))]
     pub nodes: Vec<PoolNode>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 10000000))]
     pub gpu_hour_cost_cents: i64,
     /// Shared by every tenant (platform admins only); otherwise dedicated to the caller's tenant.
     #[serde(default)]
@@ -592,19 +644,26 @@ pub struct CreatePool {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateProfile {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
     /// Fixed milli-GPUs per job; 0 or absent = dynamic within `[min, max]`.
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16000))]
     pub gpu_milli: i64,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
     pub min_gpu_milli: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
     pub max_gpu_milli: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1048576))]
     pub gpu_memory_mb: i64,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1024000))]
     pub cpu_milli: i64,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16777216))]
     pub memory_mb: i64,
 }
 
@@ -613,13 +672,17 @@ pub struct CreateProfile {
 #[serde(deny_unknown_fields)]
 pub struct SetPolicy {
     pub group_id: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
     pub reservation_milli: i64,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
     pub limit_milli: i64,
     #[serde(default = "one")]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1000))]
     pub over_quota_weight: i64,
     #[serde(default = "yes")]
     pub over_quota_allowed: bool,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_items = 1000))]
     pub exceed_users: Vec<String>,
 }
 
@@ -634,15 +697,18 @@ fn yes() -> bool {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateQueue {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
     pub policy_id: String,
     pub profile_id: String,
     /// Pool ids in order; the later ones are spillover.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
     pub pools: Vec<String>,
     #[serde(default = "yes")]
     pub over_quota: bool,
     /// Defaults to high (100, non-preemptible), normal (50) and low (10).
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
     pub classes: Option<Vec<PriorityClass>>,
 }
 
@@ -651,10 +717,16 @@ pub struct CreateQueue {
 #[serde(deny_unknown_fields)]
 pub struct AbortSpec {
     /// `bash` or `python`.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(bash|python)$"))]
     pub kind: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 10000, pattern = "\\S")
+    )]
     pub command: String,
     /// 1 to 600000 ms (default 30000).
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 600000))]
     pub timeout_ms: Option<i64>,
 }
 
@@ -663,14 +735,24 @@ pub struct AbortSpec {
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
     pub queue_id: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 100, pattern = "\\S")
+    )]
     pub name: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 10000, pattern = "\\S")
+    )]
     pub command: String,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub image: Option<String>,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
     /// Requested milli-GPUs; required when the queue's profile is dynamic, else must match.
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
     pub gpu_milli: Option<i64>,
     /// A class of the queue (default `normal`, or the queue's first class).
     #[serde(default)]
@@ -678,11 +760,14 @@ pub struct SubmitJob {
     #[serde(default)]
     pub abort: Option<AbortSpec>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_length = 1, max_length = 1000))]
     pub checkpoint_dir: Option<String>,
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1000, maximum = 2592000000i64))]
     pub max_runtime_ms: Option<i64>,
     /// Simulated pools: how long the job runs (default 60000 ms).
     #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 2592000000i64))]
     pub duration_ms: Option<i64>,
 }
 
@@ -693,6 +778,7 @@ pub struct SubmitJob {
 #[serde(deny_unknown_fields)]
 pub struct SubmitJobs {
     /// 1 to 1000 jobs, to one queue or several.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 1000))]
     pub jobs: Vec<SubmitJob>,
 }
 
@@ -886,8 +972,14 @@ pub struct IdentityProvider {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SaveIdentityProvider {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
     pub name: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 100, pattern = "\\S")
+    )]
     pub display_name: String,
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(oidc|saml|ldap)$"))]
     pub kind: String,
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -1003,6 +1095,10 @@ pub struct Asset {
 #[serde(deny_unknown_fields)]
 pub struct CreateAsset {
     pub project_id: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 200, pattern = "\\S")
+    )]
     pub name: String,
     pub location_uri: String,
     #[serde(default)]

@@ -38,7 +38,34 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
-/// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]Z` (UTC) or integer epoch milliseconds.
+/// The earliest instant [`parse_time`] accepts: 0000-01-01T00:00:00Z.
+pub const MIN_MS: i64 = -62_167_219_200_000;
+/// The latest instant [`parse_time`] accepts: 9999-12-31T23:59:59.999Z.
+pub const MAX_MS: i64 = 253_402_300_799_999;
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// An unsigned decimal of 1 to `max_len` ASCII digits (no sign, no spaces).
+fn digits(text: &str, max_len: usize) -> Option<i64> {
+    if text.is_empty() || text.len() > max_len || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS[.fff]]Z` (UTC) or integer epoch milliseconds,
+/// between the years 0000 and 9999 ([`MIN_MS`]..=[`MAX_MS`]); anything else is `None`.
 /// `end_of_day` makes a bare date mean its last millisecond (for inclusive upper bounds).
 pub fn parse_time(input: &str, end_of_day: bool) -> Option<i64> {
     let s = input.trim();
@@ -46,37 +73,43 @@ pub fn parse_time(input: &str, end_of_day: bool) -> Option<i64> {
         return None;
     }
     if let Ok(ms) = s.parse::<i64>() {
-        return Some(ms);
+        return (MIN_MS..=MAX_MS).contains(&ms).then_some(ms);
     }
     let (date, time) = match s.split_once(['T', ' ']) {
-        Some((d, t)) => (d, Some(t.trim_end_matches('Z'))),
+        Some((d, t)) => (d, Some(t.strip_suffix('Z').unwrap_or(t))),
         None => (s, None),
     };
     let mut parts = date.split('-');
-    let y: i64 = parts.next()?.parse().ok()?;
-    let m: u32 = parts.next()?.parse().ok()?;
-    let d: u32 = parts.next()?.parse().ok()?;
-    if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+    let y = digits(parts.next()?, 4)?;
+    let m = u32::try_from(digits(parts.next()?, 2)?).ok()?;
+    let d = u32::try_from(digits(parts.next()?, 2)?).ok()?;
+    if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=days_in_month(y, m)).contains(&d) {
         return None;
     }
-    let day_ms = days_from_civil(y, m, d) * 86_400_000;
-    match time {
-        None if end_of_day => Some(day_ms + 86_399_999),
-        None => Some(day_ms),
+    // Years 0..=9999 keep every product below well inside i64.
+    let day_ms = days_from_civil(y, m, d).checked_mul(86_400_000)?;
+    let ms = match time {
+        None if end_of_day => day_ms.checked_add(86_399_999)?,
+        None => day_ms,
         Some(t) => {
             let mut hms = t.split(':');
-            let h: i64 = hms.next()?.parse().ok()?;
-            let mi: i64 = hms.next()?.parse().ok()?;
-            let sec: i64 = match hms.next() {
-                Some(x) => x.split('.').next()?.parse().ok()?,
+            let h = digits(hms.next()?, 2)?;
+            let mi = digits(hms.next()?, 2)?;
+            let sec = match hms.next() {
+                Some(x) => {
+                    let (whole, frac) = x.split_once('.').unwrap_or((x, "0"));
+                    digits(frac, 9)?;
+                    digits(whole, 2)?
+                }
                 None => 0,
             };
-            if h > 23 || mi > 59 || sec > 60 {
+            if hms.next().is_some() || h > 23 || mi > 59 || sec > 60 {
                 return None;
             }
-            Some(day_ms + ((h * 60 + mi) * 60 + sec) * 1000)
+            day_ms.checked_add(((h * 60 + mi) * 60 + sec) * 1000)?
         }
-    }
+    };
+    (MIN_MS..=MAX_MS).contains(&ms).then_some(ms)
 }
 
 #[cfg(test)]
@@ -99,6 +132,15 @@ mod tests {
             Some(951_782_400_000)
         );
         assert_eq!(parse_time("12345", false), Some(12345));
+        assert_eq!(parse_time("2024-02-29", false), Some(1_709_164_800_000));
+        assert_eq!(
+            parse_time("2026-01-01T05:03:00.250Z", false),
+            Some(1_767_243_780_000)
+        );
+        assert_eq!(parse_time("0000-01-01", false), Some(MIN_MS));
+        assert_eq!(parse_time("9999-12-31", true), Some(MAX_MS));
+        assert_eq!(parse_time(&MAX_MS.to_string(), false), Some(MAX_MS));
+        assert_eq!(parse_time(&(MAX_MS + 1).to_string(), false), None);
         for ms in [0_i64, 951_782_400_000, 1_795_975_445_000, 4_102_444_800_000] {
             let text = format_ms(ms).replace(" UTC", "").replacen(' ', "T", 1);
             assert_eq!(parse_time(&text, false), Some(ms), "{text}");
@@ -114,6 +156,20 @@ mod tests {
             "2026-12-32",
             "2026-12-01T25:00",
             "2026-12",
+            "2026-02-30",
+            // Out of range: the year overflowed the millisecond arithmetic.
+            "99999999999999-01-01",
+            "10000-01-01",
+            "9223372036854775807",
+            "-9223372036854775808",
+            // Signs are not digits: negative hours, minutes or seconds.
+            "2026-01-01T-5:-3:00Z",
+            "2026-01-01T05:-3:00Z",
+            "2026-01-01T05:03:-1Z",
+            "2026-01-01T+5:03:00Z",
+            "+2026-01-01",
+            "2026-01-01T05:03:00:00Z",
+            "2026-01-01T05:03:00.-5Z",
         ] {
             assert_eq!(parse_time(bad, false), None, "{bad}");
         }

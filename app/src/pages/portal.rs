@@ -166,12 +166,12 @@ fn Portal(
                                     <div>
                                         <label class=LABEL for="job-duration">"Runs for (s, simulated pools)"</label>
                                         <input id="job-duration" name="duration_s" class=INPUT value="60" inputmode="numeric"/>
-                                        {field_error(submit_v, "duration_ms")}
+                                        {field_error(submit_v, "duration_s")}
                                     </div>
                                     <div>
                                         <label class=LABEL for="job-max">"Max runtime (s)"</label>
                                         <input id="job-max" name="max_runtime_s" class=INPUT inputmode="numeric"/>
-                                        {field_error(submit_v, "max_runtime_ms")}
+                                        {field_error(submit_v, "max_runtime_s")}
                                     </div>
                                 </div>
                                 <fieldset class="rounded-md border border-slate-200 p-3">
@@ -188,7 +188,7 @@ fn Portal(
                                         <div>
                                             <label class=LABEL for="job-abort-timeout">"Timeout (s)"</label>
                                             <input id="job-abort-timeout" name="abort_timeout_s" class=INPUT value="30" inputmode="numeric"/>
-                                            {field_error(submit_v, "abort.timeout_ms")}
+                                            {field_error(submit_v, "abort_timeout_s")}
                                         </div>
                                     </div>
                                     <label class=format!("{LABEL} mt-3") for="job-abort-command">"Command (e.g. save a checkpoint)"</label>

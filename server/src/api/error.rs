@@ -30,6 +30,14 @@ impl From<sqlx::Error> for ApiError {
         if crate::store::is_unique_violation(&e) {
             return ApiError(AppError::Conflict("That name is already taken".into()));
         }
+        if crate::store::is_foreign_key_violation(&e) {
+            // Deletes check what uses an object first (`store::in_use`); this is the net for
+            // any reference they miss.
+            tracing::warn!(error = %e, "foreign key violation");
+            return ApiError(AppError::Conflict(
+                "It is still in use by other objects; remove those first".into(),
+            ));
+        }
         tracing::error!(error = %e, "database error");
         ApiError(AppError::Internal)
     }

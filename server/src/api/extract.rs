@@ -4,11 +4,14 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::error::{ApiError, AppError, FieldError};
 
 /// `Json<T>` with problem+json rejections: 400 for bad syntax, 422 naming the field for wrong
-/// types or missing fields, 413 for oversize bodies, 415 without a JSON content type.
+/// types or missing fields (or a body that is not a JSON object), 413 for oversize bodies, 415
+/// without a JSON content type. A number with no fractional part (`68.0`) is an integer, as in
+/// JSON Schema.
 pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -19,31 +22,70 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        let mut value = match axum::Json::<Value>::from_request(req, state).await {
+            Ok(axum::Json(v)) => v,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        // Every body is an object: serde would otherwise read a struct from an array too
+        // (`[]` or `[null, null]` as an empty update).
+        if !value.is_object() {
+            return Err(ApiError(AppError::Validation(vec![FieldError {
+                field: "body".into(),
+                message: "must be a JSON object".into(),
+            }])));
         }
+        integral_floats_as_integers(&mut value);
+        serde_path_to_error::deserialize::<_, T>(value)
+            .map(ApiJson)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let message = e.into_inner().to_string();
+                let field = if path.is_empty() || path == "." {
+                    missing_field(&message).unwrap_or_else(|| "body".into())
+                } else {
+                    path
+                };
+                ApiError(AppError::Validation(vec![FieldError { field, message }]))
+            })
+    }
+}
+
+/// `68.0` → `68` (within i64/u64), so that integer fields take what JSON Schema calls an
+/// integer. Fractions and out-of-range numbers stay floats (and are refused as such).
+fn integral_floats_as_integers(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64() {
+                if f.fract() == 0.0 {
+                    let as_int = if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0)
+                        .contains(&f)
+                    {
+                        Some(serde_json::Number::from(f as i64))
+                    } else if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                        Some(serde_json::Number::from(f as u64))
+                    } else {
+                        None
+                    };
+                    if let Some(i) = as_int {
+                        *n = i;
+                    }
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
     }
 }
 
 fn json_rejection(r: JsonRejection) -> ApiError {
     match r {
         JsonRejection::JsonDataError(e) => {
-            // axum's message is "Failed to deserialize the JSON body into the target type:
-            // <path>: <serde message>"; keep the useful tail and the field path.
-            let text = e.body_text();
-            let tail = text
-                .split_once("target type: ")
-                .map(|(_, t)| t.to_string())
-                .unwrap_or(text);
-            let (field, message) = match tail.split_once(": ") {
-                Some((path, msg)) if !path.contains(' ') => (path.to_string(), msg.to_string()),
-                _ => (
-                    missing_field(&tail).unwrap_or_else(|| "body".into()),
-                    tail.clone(),
-                ),
-            };
-            ApiError(AppError::Validation(vec![FieldError { field, message }]))
+            // Only a document too deeply nested gets here (the target is any JSON value).
+            ApiError(AppError::Validation(vec![FieldError {
+                field: "body".into(),
+                message: e.body_text(),
+            }]))
         }
         JsonRejection::JsonSyntaxError(_) => {
             ApiError(AppError::BadRequest("The body is not valid JSON".into()))
@@ -103,5 +145,17 @@ mod tests {
             Some("name")
         );
         assert_eq!(missing_field("something else"), None);
+    }
+
+    #[test]
+    fn integral_floats_become_integers() {
+        let mut v = serde_json::json!({"a": 68.0, "b": [1.5, -3.0, 1e300], "c": {"d": 1.8e19}});
+        integral_floats_as_integers(&mut v);
+        assert_eq!(v["a"], serde_json::json!(68));
+        assert!(v["a"].is_i64());
+        assert_eq!(v["b"][0], serde_json::json!(1.5));
+        assert!(v["b"][1].is_i64());
+        assert!(v["b"][2].is_f64());
+        assert!(v["c"]["d"].is_u64());
     }
 }

@@ -4,6 +4,7 @@
 pub mod error;
 pub mod extract;
 mod metrics;
+pub mod problems;
 pub mod request_id;
 pub mod text;
 
@@ -77,7 +78,7 @@ impl utoipa::Modify for BearerAuth {
 
 /// The REST API router and its OpenAPI document.
 pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(
             "/api/v1",
             OpenApiRouter::new()
@@ -89,7 +90,11 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
                 .merge(crate::scheduler::api::router())
                 .merge(crate::policy::grants::router()),
         )
-        .split_for_parts()
+        .split_for_parts();
+    // After the merge: the modifiers of `ApiDoc` run before the routes' paths are in it.
+    let (router, mut openapi) = (router, openapi);
+    utoipa::Modify::modify(&problems::ProblemResponses, &mut openapi);
+    (router, openapi)
 }
 
 /// The whole application: API, health, metrics, pages, static files, middleware.

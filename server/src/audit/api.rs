@@ -23,9 +23,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AuditParams {
-    /// Earliest time: RFC 3339 (`2026-12-01T00:00:00Z`), a date, or epoch milliseconds.
+    /// Earliest time: RFC 3339 (`2026-12-01T00:00:00Z`), a date, or epoch milliseconds, in the
+    /// years 0000 to 9999 (the pattern shows days 01 to 28; every real calendar day is accepted).
+    #[param(
+        pattern = "^(-?[0-9]{1,13}|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,9})?)?Z?)?)?$"
+    )]
     from: Option<String>,
     /// Latest time, inclusive (a bare date means its end).
+    #[param(
+        pattern = "^(-?[0-9]{1,13}|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,9})?)?Z?)?)?$"
+    )]
     to: Option<String>,
     /// Actor username or user id.
     actor: Option<String>,
@@ -34,7 +41,10 @@ pub struct AuditParams {
     /// Target id or kind (`group`).
     target: Option<String>,
     /// Page size, 1 to 500 (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    #[param(pattern = "^[0-9]{0,18}$")]
     cursor: Option<String>,
 }
 
@@ -62,7 +72,7 @@ async fn list_audit(
         action: q.action,
         target: q.target,
         limit: q.limit,
-        cursor: q.cursor,
+        cursor: q.cursor.filter(|c| !c.is_empty()),
     };
     Ok(Json(super::list(&s.store, p.tenant_id(), &filter).await?))
 }

@@ -13,13 +13,14 @@ use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::api::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
-use crate::store::{flag, new_id, Store, WriteTx};
+use crate::store::{flag, in_use, new_id, Store, WriteTx};
 
 /// `limit` and `cursor` of a list request.
 #[derive(Clone, Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Page size, 1 to 500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -638,6 +639,9 @@ pub async fn delete_group(
     let group = get_group(store, p, id).await?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::group(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
     sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2")
         .bind(p.tenant_id())
         .bind(id)
@@ -941,21 +945,11 @@ pub async fn delete_project(
 ) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
     let project = get_project(store, p, id).await?;
-    let children: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE tenant_id = $1 AND parent_id = $2")
-            .bind(p.tenant_id())
-            .bind(id)
-            .fetch_one(&store.pool)
-            .await?;
-    if children > 0 {
-        return Err(AppError::Conflict(format!(
-            "{} has {children} sub-projects; delete or move them first",
-            project.name
-        ))
-        .into());
-    }
     let now = now_ms();
     let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::project(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
     sqlx::query("DELETE FROM projects WHERE tenant_id = $1 AND id = $2")
         .bind(p.tenant_id())
         .bind(id)

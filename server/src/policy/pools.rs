@@ -164,16 +164,24 @@ pub async fn create_pool(
             v.check(false, "nodes", "at most 16 GPUs per node");
             break;
         }
-        if n.gpus > 0 && !(1024..=1_048_576).contains(&n.gpu_memory_mb) {
+        if n.gpu_memory_mb > 1_048_576 || (n.gpus > 0 && n.gpu_memory_mb < 1024) {
             v.check(
                 false,
                 "nodes",
-                "gpu_memory_mb must be between 1024 and 1048576",
+                "gpu_memory_mb must be at most 1048576, and at least 1024 on a node with GPUs",
             );
             break;
         }
         if n.gpu_model.chars().count() > 64 {
             v.check(false, "nodes", "gpu_model must be at most 64 characters");
+            break;
+        }
+        if n.cpu_cores > 4096 || n.memory_mb > 16_777_216 {
+            v.check(
+                false,
+                "nodes",
+                "cpu_cores must be at most 4096 and memory_mb at most 16777216",
+            );
             break;
         }
         if !clean_text(&n.gpu_model) {

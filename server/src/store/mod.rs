@@ -16,6 +16,8 @@ use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+pub mod in_use;
+
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -172,6 +174,18 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
             db.code()
                 .is_some_and(|c| c == "23505" || c == "2067" || c == "1555")
                 || db.message().contains("UNIQUE constraint failed")
+        }
+        _ => false,
+    }
+}
+
+/// Whether a database error is a foreign-key violation: a delete of something still in use
+/// (PostgreSQL SQLSTATE 23503, SQLite extended code 787).
+pub fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|c| c == "23503" || c == "787")
+                || db.message().contains("FOREIGN KEY constraint failed")
         }
         _ => false,
     }

@@ -9,6 +9,8 @@ use crate::common::{Kind, TestApp};
 
 both_stores!(
     bad_input_is_a_clear_problem,
+    audit_times_out_of_range_are_a_problem,
+    job_numbers_never_overflow,
     openapi_lists_every_operation,
     health_and_metrics
 );
@@ -283,5 +285,184 @@ async fn health_and_metrics(kind: Kind) {
     assert!(m.text.contains("switchyard_http_request_duration_seconds_bucket{method=\"POST\",route=\"/api/v1/auth/login\",le=\"+Inf\"} 1"));
     // Every response carries a request id.
     assert!(m.headers.contains_key("x-request-id"));
+    app.finish().await;
+}
+
+/// Asserts a 422 problem document whose field errors name `field`.
+fn assert_field_problem(r: &crate::common::Resp, field: &str, what: &str) {
+    assert_eq!(
+        r.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{what}: {}",
+        r.text
+    );
+    assert_eq!(
+        r.headers[header::CONTENT_TYPE],
+        "application/problem+json",
+        "{what}"
+    );
+    let fields: Vec<&str> = r.body["errors"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["field"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(fields.contains(&field), "{what}: {}", r.text);
+}
+
+/// Times out of range (a year whose milliseconds overflow i64 panicked) or with signs in them
+/// (negative hours were accepted) are 422 naming the parameter.
+async fn audit_times_out_of_range_are_a_problem(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let admin = app.login("acme", "admin").await;
+    for (query, field) in [
+        ("from=99999999999999-01-01", "from"),
+        ("to=99999999999999-12-31", "to"),
+        ("from=2026-01-01T-5:-3:00Z", "from"),
+        ("to=2026-01-01T05:-3:00Z", "to"),
+        ("from=9223372036854775807", "from"),
+        ("to=-9223372036854775808", "to"),
+        ("from=10000-01-01", "from"),
+        ("from=2026-02-30", "from"),
+    ] {
+        let r = app.get(&format!("/api/v1/audit?{query}"), &admin).await;
+        assert_field_problem(&r, field, query);
+    }
+    for query in [
+        "from=2026-01-01T05:03:00Z",
+        "from=0000-01-01&to=9999-12-31",
+        "to=253402300799999",
+    ] {
+        let r = app.get(&format!("/api/v1/audit?{query}"), &admin).await;
+        assert_eq!(r.status, StatusCode::OK, "{query}: {}", r.text);
+    }
+    app.finish().await;
+}
+
+/// A browser session (cookie) and its CSRF token, as the sign-in form makes them.
+async fn browser_session(app: &TestApp, username: &str) -> (String, String) {
+    let form = format!(
+        "tenant=acme&username={username}&password={}&next=%2Fportal",
+        crate::common::PASSWORD
+    );
+    let r = app
+        .raw(
+            Request::post("/auth/login")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(form))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    let cookie = r.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let csrf: String = sqlx::query_scalar("SELECT csrf_token FROM sessions")
+        .fetch_one(&app.store().pool)
+        .await
+        .unwrap();
+    (cookie, csrf)
+}
+
+/// Times in seconds on the portal's job form became milliseconds with `s * 1000`: a panic on
+/// i64::MAX (debug builds) or a silent wrap (release). Now they are checked and in range,
+/// through the form and the API alike, and nothing is created.
+async fn job_numbers_never_overflow(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let admin = app.login("acme", "admin").await;
+    let group = app
+        .post("/api/v1/groups", &admin, json!({"name": "ml"}))
+        .await;
+    let policy = app
+        .post("/api/v1/policies", &admin, json!({"group_id": group.body["id"], "reservation_milli": 1000, "limit_milli": 2000, "over_quota_weight": 1}))
+        .await;
+    assert_eq!(policy.status, StatusCode::OK, "{}", policy.text);
+    let pool = app
+        .post("/api/v1/pools", &admin, json!({"name": "p", "executor": "simulated", "nodes": [{"name": "n1", "gpus": 2, "gpu_model": "A100", "gpu_memory_mb": 81920, "cpu_cores": 8, "memory_mb": 65536}]}))
+        .await;
+    assert_eq!(pool.status, StatusCode::CREATED, "{}", pool.text);
+    let profile = app
+        .post(
+            "/api/v1/profiles",
+            &admin,
+            json!({"name": "one", "gpu_milli": 1000}),
+        )
+        .await;
+    assert_eq!(profile.status, StatusCode::CREATED, "{}", profile.text);
+    let queue = app
+        .post("/api/v1/queues", &admin, json!({"name": "q", "policy_id": policy.body["id"], "profile_id": profile.body["id"], "pools": [pool.body["id"]]}))
+        .await;
+    assert_eq!(queue.status, StatusCode::CREATED, "{}", queue.text);
+    let queue_id = queue.body["id"].as_str().unwrap().to_string();
+
+    // The API takes milliseconds and checks their range.
+    for (extra, field) in [
+        (json!({"duration_ms": i64::MAX}), "duration_ms"),
+        (json!({"duration_ms": -1}), "duration_ms"),
+        (json!({"max_runtime_ms": i64::MIN}), "max_runtime_ms"),
+        (
+            json!({"abort": {"kind": "bash", "command": "true", "timeout_ms": -9223372036854775807_i64}}),
+            "abort.timeout_ms",
+        ),
+    ] {
+        let mut body =
+            json!({"queue_id": queue_id, "name": "j", "command": "sleep 1", "gpu_milli": 1000});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = app.post("/api/v1/jobs", &admin, body).await;
+        assert_field_problem(&r, field, field);
+    }
+
+    // The page's form takes seconds, posted as a browser without JavaScript would (asking
+    // for JSON to read the error, as the hydrated page does).
+    let (cookie, csrf) = browser_session(&app, "admin").await;
+    let form = |duration: &str, max_runtime: &str, abort_timeout: &str| {
+        let body = format!(
+            "csrf={csrf}&queue_id={queue_id}&name=j&command=sleep+1&gpu_milli=1000&priority_class=&duration_s={duration}&max_runtime_s={max_runtime}&checkpoint_dir=&abort_kind=bash&abort_command=true&abort_timeout_s={abort_timeout}"
+        );
+        Request::post("/_sf/jobs/submit")
+            .header(header::COOKIE, cookie.clone())
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ACCEPT, "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    for (duration, max_runtime, abort_timeout, field) in [
+        ("9223372036854775807", "", "30", "duration_s"),
+        ("-1", "", "30", "duration_s"),
+        ("60", "9223372036854775807", "30", "max_runtime_s"),
+        ("60", "-9223372036854775807", "30", "max_runtime_s"),
+        ("60", "", "-9223372036854775807", "abort_timeout_s"),
+        ("60", "", "9223372036854775807", "abort_timeout_s"),
+        // 2^64 / 1000 + 1: wraps to a small positive number of milliseconds in release builds.
+        ("18446744073709552", "", "30", "duration_s"),
+    ] {
+        let what = format!(
+            "duration_s={duration} max_runtime_s={max_runtime} abort_timeout_s={abort_timeout}"
+        );
+        let r = app.raw(form(duration, max_runtime, abort_timeout)).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{what}: {}",
+            r.text
+        );
+        assert!(r.text.contains(field), "{what}: {}", r.text);
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM jobs").await, 0);
+    // In range, the form submits.
+    let ok = app.raw(form("60", "3600", "30")).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    let stored: (Option<i64>, Option<i64>, i64) =
+        sqlx::query_as("SELECT duration_ms, max_runtime_ms, abort_timeout_ms FROM jobs")
+            .fetch_one(&app.store().pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, (Some(60_000), Some(3_600_000), 30_000));
     app.finish().await;
 }

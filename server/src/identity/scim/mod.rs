@@ -73,6 +73,13 @@ fn unique_or(e: sqlx::Error, what: &str) -> ScimError {
 
 impl From<sqlx::Error> for ScimError {
     fn from(e: sqlx::Error) -> Self {
+        if crate::store::is_foreign_key_violation(&e) {
+            return ScimError::new(
+                StatusCode::CONFLICT,
+                None,
+                "it is still in use by other objects; remove those in Switchyard first",
+            );
+        }
         tracing::error!(error = %e, "scim: database error");
         ScimError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "Internal error")
     }
@@ -1070,18 +1077,14 @@ async fn delete_group(
     let tenant = tenant(&state, &headers).await?;
     let name = group_name(&state.store, &tenant, &id).await?;
     let mut tx = state.store.begin_write().await?;
-    let r = sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
+    if let Some(why) = crate::store::in_use::group(&mut tx, &tenant, &id).await? {
+        return Err(ScimError::new(StatusCode::CONFLICT, None, why));
+    }
+    sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
         .bind(&tenant)
         .bind(&id)
         .execute(&mut *tx.tx)
-        .await;
-    if r.is_err() {
-        return Err(ScimError::new(
-            StatusCode::CONFLICT,
-            None,
-            "the group still has a policy or queues; remove those in Switchyard first",
-        ));
-    }
+        .await?;
     record(
         &mut tx,
         &tenant,

@@ -562,12 +562,16 @@ fn visible_user(p: &Principal, mine: bool) -> String {
 #[into_params(parameter_in = Query)]
 pub struct JobFilter {
     /// Only this state.
+    #[param(
+        pattern = "^(queued|admitted|starting|running|preempting|preempted|succeeded|failed|aborted|lost)$"
+    )]
     pub state: Option<String>,
     /// Only this queue.
     pub queue_id: Option<String>,
     /// Only the caller's own jobs (admins see all by default).
     pub mine: Option<bool>,
     /// Page size, 1 to 500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page (jobs come newest first).
     pub cursor: Option<String>,

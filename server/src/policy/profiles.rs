@@ -90,6 +90,18 @@ pub async fn create_profile(
             "max_gpu_milli",
             "must be at least min_gpu_milli",
         );
+    } else {
+        // A fixed profile does not use them, but what is sent must still be an amount.
+        for (field, value) in [
+            ("min_gpu_milli", input.min_gpu_milli),
+            ("max_gpu_milli", input.max_gpu_milli),
+        ] {
+            v.check(
+                value.is_none_or(|m| (1..=16_000).contains(&m)),
+                field,
+                "must be between 1 and 16000",
+            );
+        }
     }
     v.check(
         (0..=1_048_576).contains(&input.gpu_memory_mb),

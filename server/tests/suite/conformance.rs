@@ -9,7 +9,7 @@ use crate::common::{Kind, TestApp};
 
 both_stores!(
     bodies_match_their_schema,
-    pool_nodes_stay_within_documented_ranges
+    nodes_and_profiles_stay_within_documented_ranges
 );
 
 async fn bodies_match_their_schema(kind: Kind) {
@@ -60,7 +60,7 @@ async fn bodies_match_their_schema(kind: Kind) {
     app.finish().await;
 }
 
-async fn pool_nodes_stay_within_documented_ranges(kind: Kind) {
+async fn nodes_and_profiles_stay_within_documented_ranges(kind: Kind) {
     let app = TestApp::new(kind).await;
     app.seed_tenant("acme").await;
     let admin = app.login("acme", "admin").await;
@@ -89,6 +89,18 @@ async fn pool_nodes_stay_within_documented_ranges(kind: Kind) {
         assert_eq!(r.body["errors"][0]["field"], "nodes", "{}", r.text);
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM pools").await, 0);
+    // A fixed profile ignores min and max, but took any number for them.
+    for field in ["min_gpu_milli", "max_gpu_milli"] {
+        let r = app
+            .post(
+                "/api/v1/profiles",
+                &admin,
+                json!({"name": "fixed", "gpu_milli": 500, field: -1}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+        assert_eq!(r.body["errors"][0]["field"], field, "{}", r.text);
+    }
     let r = app
         .post(
             "/api/v1/pools",

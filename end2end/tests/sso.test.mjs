@@ -174,7 +174,7 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   // A wrong issuer is refused at its field.
   await page.fill('#oidc-name', unique('bad'));
   await page.fill('#oidc-display', 'Bad');
-  await page.fill('#oidc-issuer', 'http://idp.example.com');
+  await page.fill('#oidc-issuer', 'ftp://idp.example.com');
   await page.fill('#oidc-client-id', 'x');
   await page.click('button:has-text("Add provider")');
   await page.waitForSelector('[data-field-error="oidc.issuer"]');

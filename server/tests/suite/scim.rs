@@ -10,7 +10,13 @@ use crate::common::{Kind, Resp, TestApp};
 
 both_stores!(scim_provisions_users_and_groups_and_deprovisions);
 
-async fn scim(app: &TestApp, method: Method, path: &str, token: &str, body: Option<Value>) -> Resp {
+pub(crate) async fn scim(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Resp {
     let mut b = Request::builder()
         .method(method)
         .uri(path)

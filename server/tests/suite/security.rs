@@ -2,12 +2,12 @@
 //! a platform admin, a reset password leaving tokens working, SCIM disabling local admins, a
 //! tenant reserving a whole shared pool, and a user filling the queue.
 
-use axum::body::Body;
-use axum::http::{header, Method, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::common::{Kind, Resp, TestApp, PASSWORD};
+use crate::common::{Kind, TestApp, PASSWORD};
+use crate::scim::scim;
 
 both_stores!(
     tenant_admins_cannot_take_over_platform_admins,
@@ -109,21 +109,6 @@ async fn an_admin_reset_revokes_the_users_api_tokens(kind: Kind) {
     assert_eq!(own.status, StatusCode::OK, "{}", own.text);
     assert_eq!(app.get("/api/v1/me", &admin).await.status, StatusCode::OK);
     app.finish().await;
-}
-
-async fn scim(app: &TestApp, method: Method, path: &str, token: &str, body: Option<Value>) -> Resp {
-    let mut b = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(header::AUTHORIZATION, format!("Bearer {token}"));
-    let req = match body {
-        Some(v) => {
-            b = b.header(header::CONTENT_TYPE, "application/scim+json");
-            b.body(Body::from(v.to_string())).unwrap()
-        }
-        None => b.body(Body::empty()).unwrap(),
-    };
-    app.raw(req).await
 }
 
 async fn scim_never_touches_local_accounts_or_admins(kind: Kind) {

@@ -18,6 +18,7 @@ mod openapi;
 mod policies;
 mod saml;
 mod scim;
+mod scim_conformance;
 mod security;
 mod sign_in;
 mod sign_in_limits;

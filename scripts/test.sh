@@ -41,6 +41,10 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 if ! kill -0 "$server" 2>/dev/null; then echo "[test] the server did not start:"; cat "$work/server.log"; exit 1; fi
+echo "[test] SCIM conformance: scim2-tester against the demo server, with acme's SCIM token"
+api_token=$(curl -fs "http://127.0.0.1:$port/api/v1/auth/login" -H 'content-type: application/json' -d '{"tenant":"acme","username":"alice","password":"switchyard-demo"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+scim_token=$(curl -fs -X POST "http://127.0.0.1:$port/api/v1/scim/token" -H "authorization: Bearer $api_token" -H 'content-type: application/json' -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+scripts/scim-conformance.sh "http://127.0.0.1:$port" "$scim_token" 2>&1 | tee -a "$log"
 # Real identity providers for the SSO browser tests: npm oidc-provider, a samlify SAML IdP
 # and Debian's slapd.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -21,10 +21,16 @@ cargo leptos build
 
 # Per package: `--workspace` would unify app's ssr and hydrate features into one build.
 log=$(mktemp)
+applog=$(mktemp); unitlog=$(mktemp); suitelog=$(mktemp)
 echo "[test] unit tests: app"
-cargo test -p app 2>&1 | tee -a "$log"
-echo "[test] unit + integration tests: server (SQLite and PostgreSQL)"
-cargo test -p switchyard 2>&1 | tee -a "$log"
+cargo test -p app 2>&1 | tee "$applog"
+echo "[test] unit tests: server"
+cargo test -p switchyard --lib --bins 2>&1 | tee "$unitlog"
+echo "[test] integration tests: server (each on SQLite and on PostgreSQL)"
+cargo test -p switchyard --test suite 2>&1 | tee "$suitelog"
+echo "[test] benchmarks compile (cargo bench --no-run)"
+cargo bench -p switchyard --no-run
+cat "$applog" "$unitlog" "$suitelog" >>"$log"
 
 echo "[test] end-to-end tests in Chromium"
 work=$(mktemp -d)
@@ -77,12 +83,9 @@ if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$port" SWITCHYARD_E2E_OIDC="http://127
   echo "[test] server log:"; tail -50 "$work/server.log"; exit 1
 fi
 echo "[test] screenshots in end2end/screenshots/"
-passed=$(( $(grep -oE 'test result: ok\. [0-9]+ passed' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) + $(grep -oE '^# pass [0-9]+' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) ))
-failed=$(( $(grep -oE '^# fail [0-9]+' "$log" | grep -oE '[0-9]+' | paste -sd+ - || echo 0) ))
-stalled=$(grep -c '^STALLED' "$log" || true)
-if [ "${stalled:-0}" -gt 0 ]; then
-  echo "[test] $stalled integration test(s) stalled once and passed on their second run:"
-  grep '^STALLED' "$log"
-fi
+ok_count() { grep -oE 'test result: ok\. [0-9]+ passed' "$1" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}'; }
+browser_passed=$(grep -oE '^# pass [0-9]+' "$log" | grep -oE '[0-9]+' | tail -1 || echo 0)
+browser_failed=$(grep -oE '^# fail [0-9]+' "$log" | grep -oE '[0-9]+' | tail -1 || echo 0)
+echo "[test] counts: app unit $(ok_count "$applog"), server unit $(ok_count "$unitlog"), integration on SQLite $(grep -cE '::sqlite \.\.\. ok$' "$suitelog"), integration on PostgreSQL $(grep -cE '::postgres \.\.\. ok$' "$suitelog"), browser ${browser_passed:-0} passed and ${browser_failed:-0} failed"
+rm -f "$applog" "$unitlog" "$suitelog"
 rm -f "$log"
-echo "all: $passed passed, $failed failed"

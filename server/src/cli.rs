@@ -89,7 +89,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(serve) => {
             let config = Config::resolve(&cli.store, &serve)?;
-            crate::web_server::serve(config).await?;
+            crate::http::serve::serve(config).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Admin(admin) => {

@@ -137,7 +137,7 @@ pub struct Config {
     /// Caps on waiting jobs, so one user or group cannot fill the store.
     pub max_pending_per_user: i64,
     pub max_pending_per_group: i64,
-    pub scheduler: crate::scheduler::driver::DriverConfig,
+    pub scheduler: DriverConfig,
 }
 
 /// An IP address range (`10.0.0.0/8`, `::1/128`; a bare address is one host).
@@ -273,7 +273,7 @@ impl Config {
                 .max_pending_per_group
                 .or(file.max_pending_per_group)
                 .unwrap_or(d.max_pending_per_group),
-            scheduler: crate::scheduler::driver::DriverConfig {
+            scheduler: DriverConfig {
                 tick_ms: serve
                     .scheduler_tick_ms
                     .or(file.scheduler_tick_ms)
@@ -395,5 +395,35 @@ mod tests {
             Config::resolve(&store, &ServeArgs::default()).is_err(),
             "unknown keys are rejected"
         );
+    }
+}
+
+/// What the driver needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    pub tick_ms: u64,
+    pub min_runtime_ms: i64,
+    pub stop_grace_ms: i64,
+    pub sim_checkpoint_ms: i64,
+    pub jobs_dir: PathBuf,
+    /// Pools with the `local` executor may be created (by platform admins) and run.
+    pub allow_local_pools: bool,
+    /// The unprivileged user and group local jobs run as.
+    pub job_uid: u32,
+    pub job_gid: u32,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            tick_ms: 1000,
+            min_runtime_ms: 10_000,
+            stop_grace_ms: 10_000,
+            sim_checkpoint_ms: 2_000,
+            jobs_dir: PathBuf::from("data/jobs"),
+            allow_local_pools: false,
+            job_uid: 65534,
+            job_gid: 65534,
+        }
     }
 }

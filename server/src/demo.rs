@@ -80,7 +80,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
     };
     let hash = password::hash(PASSWORD)?;
     let mut people: People = std::collections::HashMap::new();
-    let err = |e: crate::api::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
+    let err = |e: crate::http::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
     for t in TENANTS {
         let tenant = crate::tenancy::insert_tenant(
             store,
@@ -256,7 +256,7 @@ fn job(queue_id: &str, name: &str, gpu_milli: i64, duration_ms: i64) -> SubmitJo
 async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> anyhow::Result<()> {
     use crate::policy as res;
     use crate::scheduler::jobs;
-    let err = |e: crate::api::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
+    let err = |e: crate::http::error::ApiError| anyhow::anyhow!("demo seed: {:?}", e.0);
     let root = principal(people, "platform", "root")?;
     let alice = principal(people, "acme", "alice")?;
     let erin = principal(people, "globex", "erin")?;

@@ -2,14 +2,14 @@
 //! gateway. One module per domain; each owns its tables, its REST router and its tests.
 
 pub mod access;
-pub mod api;
 pub mod audit;
+pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod http;
 pub mod identity;
-pub mod metrics;
 pub mod nodes;
 pub mod policy;
 pub mod scheduler;
@@ -17,7 +17,6 @@ pub mod state;
 pub mod store;
 pub mod tenancy;
 pub mod web;
-pub mod web_server;
 
 use std::sync::{Arc, Mutex};
 
@@ -49,7 +48,7 @@ pub fn state(store: Store, config: Config) -> AppState {
         store,
         config: Arc::new(config),
         throttle: Arc::new(Mutex::new(Throttle::new(ThrottlePolicy::default()))),
-        metrics: Arc::new(metrics::Metrics::default()),
+        metrics: Arc::new(http::registry::Metrics::default()),
         leptos,
         scheduler: Default::default(),
         oidc: Default::default(),

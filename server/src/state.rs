@@ -6,8 +6,8 @@ use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 
 use crate::config::Config;
+use crate::http::registry::Metrics;
 use crate::identity::throttle::Throttle;
-use crate::metrics::Metrics;
 use crate::scheduler::driver::SchedulerHandle;
 use crate::store::Store;
 

@@ -10,9 +10,9 @@ use app::access::Action;
 use app::model::{AuditEntry, AuditFilter, Page};
 use app::time::parse_time;
 
-use crate::api::error::{ApiResult, AppError, Problem};
-use crate::api::extract::ApiQuery;
-use crate::api::Caller;
+use crate::http::error::{ApiResult, AppError, Problem};
+use crate::http::extract::ApiQuery;
+use crate::http::Caller;
 use crate::identity::require;
 use crate::state::AppState;
 

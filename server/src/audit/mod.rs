@@ -12,7 +12,7 @@ use sqlx::Row;
 
 use app::model::{AuditEntry, AuditFilter, Page, Principal, RequestMeta};
 
-use crate::api::error::{ApiResult, AppError};
+use crate::http::error::{ApiResult, AppError};
 use crate::store::{Store, WriteTx};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";

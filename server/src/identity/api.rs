@@ -11,9 +11,9 @@ use app::model::*;
 
 use super::directory::{self as dir, ListParams};
 use super::tokens;
-use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::{ApiJson, ApiQuery};
-use crate::api::Caller;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::Caller;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -13,7 +13,7 @@ pub mod tokens;
 use app::access::{allowed, Action};
 use app::model::Principal;
 
-use crate::api::error::{ApiError, AppError};
+use crate::http::error::{ApiError, AppError};
 
 /// The access check: every handler calls this before touching data. The tenant of the data is
 /// always `p.tenant_id()`, never taken from the request.

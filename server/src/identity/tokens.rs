@@ -9,10 +9,10 @@ use app::access::Action;
 use app::model::*;
 
 use super::{password, require, secret};
-use crate::api::error::{ApiResult, AppError, Validator};
-use crate::api::text::{clean_text, UNCLEAN};
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
+use crate::http::error::{ApiResult, AppError, Validator};
+use crate::http::text::{clean_text, UNCLEAN};
 use crate::store::{new_id, Store, WriteTx};
 
 const DAY_MS: i64 = 86_400_000;

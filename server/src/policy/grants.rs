@@ -21,11 +21,11 @@ use utoipa_axum::routes;
 use app::access::Action;
 use app::model::*;
 
-use crate::api::error::{ApiResult, AppError, Problem};
-use crate::api::extract::ApiJson;
-use crate::api::Caller;
 use crate::audit;
 use crate::clock::now_ms;
+use crate::http::error::{ApiResult, AppError, Problem};
+use crate::http::extract::ApiJson;
+use crate::http::Caller;
 use crate::identity::require;
 use crate::scheduler::core::WHOLE;
 use crate::state::AppState;

@@ -20,9 +20,9 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use crate::api::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::audit;
 use crate::clock::now_ms;
+use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::identity::directory::slug_ok;
 use crate::identity::require;
 use crate::scheduler::core::WHOLE;
@@ -64,7 +64,7 @@ pub fn default_classes() -> Vec<PriorityClass> {
 fn found<T>(r: ApiResult<T>) -> ApiResult<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(crate::api::error::ApiError(AppError::NotFound)) => Ok(None),
+        Err(crate::http::error::ApiError(AppError::NotFound)) => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -1,7 +1,7 @@
 //! Pools: capacity (nodes with GPUs), shared (platform admins) or dedicated to one tenant. Owns `pools`.
 
 use super::*;
-use crate::api::text::{clean_text, UNCLEAN};
+use crate::http::text::{clean_text, UNCLEAN};
 
 const POOL_COLUMNS: &str =
     "id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at";

@@ -10,9 +10,9 @@ use utoipa_axum::routes;
 use app::model::*;
 
 use super::jobs::{self, JobFilter};
-use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::{ApiJson, ApiQuery};
-use crate::api::Caller;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::Caller;
 use crate::policy as res;
 use crate::state::AppState;
 

@@ -13,12 +13,12 @@ use utoipa_axum::routes;
 use app::access::Action;
 use app::model::*;
 
-use crate::api::error::{unique_violation_as, ApiResult, AppError, Problem, Validator};
-use crate::api::extract::ApiJson;
-use crate::api::text::{clean_text, UNCLEAN};
-use crate::api::Caller;
 use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
+use crate::http::error::{unique_violation_as, ApiResult, AppError, Problem, Validator};
+use crate::http::extract::ApiJson;
+use crate::http::text::{clean_text, UNCLEAN};
+use crate::http::Caller;
 use crate::identity::directory::slug_ok;
 use crate::identity::require;
 use crate::state::AppState;

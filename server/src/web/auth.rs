@@ -11,8 +11,8 @@ use sqlx::Row;
 
 use app::model::{Auth, Me, Principal, RequestMeta};
 
-use crate::api::error::{ApiError, ApiResult, AppError, Validator};
 use crate::clock::now_ms;
+use crate::http::error::{ApiError, ApiResult, AppError, Validator};
 use crate::identity::secret::constant_time_eq;
 use crate::identity::throttle;
 use crate::identity::tokens::{self, PasswordCheck};

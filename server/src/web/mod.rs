@@ -20,7 +20,7 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use app::backend::SharedBackend;
 use app::model::Principal;
 
-use crate::api::error::{ApiError, AppError};
+use crate::http::error::{ApiError, AppError};
 use crate::state::AppState;
 
 pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {

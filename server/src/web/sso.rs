@@ -15,7 +15,8 @@ use app::model::RequestMeta;
 
 use super::auth::{cookie, safe_next, session_cookie};
 use crate::identity::sso::ldap;
-use crate::identity::sso::oidc::{self, REQUEST_TTL_MS};
+use crate::identity::sso::oidc;
+use crate::identity::sso::requests::{self, REQUEST_TTL_MS};
 use crate::identity::sso::saml;
 use crate::identity::sso::{self, ExternalLogin, Finished, ProviderRow};
 use crate::state::AppState;
@@ -135,7 +136,7 @@ async fn callback(
     let Some(st) = q.state.as_deref().filter(|s| !s.is_empty()) else {
         return to_login("", "sso_state");
     };
-    let pending = match oidc::take_request(&state.store, st, browser).await {
+    let pending = match requests::take_request(&state.store, st, browser).await {
         Ok(Some(p)) => p,
         Ok(None) => return to_login("", "sso_state"),
         Err(e) => {
@@ -294,7 +295,7 @@ async fn saml_finish_inner(
     if hop.is_empty() {
         return to_login("", "sso_state");
     }
-    let pending = match oidc::take_request(&state.store, hop, browser).await {
+    let pending = match requests::take_request(&state.store, hop, browser).await {
         Ok(Some(p)) => p,
         Ok(None) => return to_login("", "sso_state"),
         Err(e) => {
@@ -325,10 +326,10 @@ pub async fn saml_metadata(
     let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
         Ok(Some(r)) if r.kind == "saml" => r,
         Ok(_) => {
-            return crate::api::error::ApiError(crate::api::error::AppError::NotFound)
+            return crate::http::error::ApiError(crate::http::error::AppError::NotFound)
                 .into_response()
         }
-        Err(e) => return crate::api::error::ApiError::from(e).into_response(),
+        Err(e) => return crate::http::error::ApiError::from(e).into_response(),
     };
     match saml::sp_metadata(&state.config, &row) {
         Ok(xml) => (
@@ -341,7 +342,7 @@ pub async fn saml_metadata(
             .into_response(),
         Err(e) => {
             tracing::error!(error = %e, "saml metadata");
-            crate::api::error::ApiError(crate::api::error::AppError::Internal).into_response()
+            crate::http::error::ApiError(crate::http::error::AppError::Internal).into_response()
         }
     }
 }

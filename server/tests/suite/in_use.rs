@@ -183,7 +183,7 @@ async fn foreign_key_violations_are_conflicts(kind: Kind) {
         .execute(&app.store().pool)
         .await
         .unwrap_err();
-    let resp = switchyard::api::error::ApiError::from(err).into_response();
+    let resp = switchyard::http::error::ApiError::from(err).into_response();
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(
         resp.headers()[header::CONTENT_TYPE],

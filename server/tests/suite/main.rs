@@ -14,6 +14,7 @@ mod input;
 mod isolation;
 mod jobs;
 mod ldap;
+mod local_jobs;
 mod openapi;
 mod policies;
 mod saml;

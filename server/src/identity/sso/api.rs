@@ -11,9 +11,9 @@ use app::access::Action;
 use app::model::*;
 
 use super::{self as sso, ldap, oidc};
-use crate::api::error::{ApiResult, Problem};
-use crate::api::extract::ApiJson;
-use crate::api::Caller;
+use crate::http::error::{ApiResult, Problem};
+use crate::http::extract::ApiJson;
+use crate::http::Caller;
 use crate::identity::require;
 use crate::state::AppState;
 

@@ -20,19 +20,17 @@ use openidconnect::{
     PkceCodeVerifier, RedirectUrl, Scope, TokenResponse,
 };
 use serde_json::Value;
-use sqlx::Row;
 
 use app::model::{ConnectionCheck, OidcSettings};
 
 use super::outbound::{self, IdpHttp};
+use super::requests::{self, NewRequest, Pending, REQUEST_TTL_MS};
 use super::{self as sso, ExternalLogin, ProviderRow};
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::identity::secret;
 use crate::store::Store;
 
-/// How long a sign-in may take between the redirect to the IdP and the callback.
-pub const REQUEST_TTL_MS: i64 = 10 * 60_000;
 const DISCOVERY_TTL: Duration = Duration::from_secs(300);
 
 /// Why an OIDC sign-in failed; the page shows a message per kind, the audit log the detail.
@@ -179,112 +177,21 @@ pub async fn start(
     let browser = secret::random();
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    sqlx::query("DELETE FROM sso_requests WHERE expires_at < $1")
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await?;
-    sqlx::query("INSERT INTO sso_requests (id_hash, tenant_id, provider_id, browser_hash, nonce, pkce_verifier, next, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
-        .bind(secret::digest(state.secret()))
-        .bind(&provider.tenant_id)
-        .bind(&provider.id)
-        .bind(secret::digest(&browser))
-        .bind(nonce.secret())
-        .bind(verifier.secret())
-        .bind(next)
-        .bind(now)
-        .bind(now + REQUEST_TTL_MS)
-        .execute(&mut *tx.tx)
-        .await?;
+    let browser_hash = secret::digest(&browser);
+    let request = NewRequest {
+        key: state.secret(),
+        tenant_id: &provider.tenant_id,
+        provider_id: &provider.id,
+        browser_hash: &browser_hash,
+        nonce: nonce.secret(),
+        verifier: verifier.secret(),
+        next,
+        verified: None,
+        expires_at: now + REQUEST_TTL_MS,
+    };
+    requests::insert(&mut tx, request, now).await?;
     tx.commit().await?;
     Ok((url.to_string(), browser))
-}
-
-/// A sign-in in flight (any protocol), taken (deleted) when used: its key works once.
-pub struct Pending {
-    pub provider_id: String,
-    pub tenant_id: String,
-    /// Digest of the cookie that binds the sign-in to the browser that started it.
-    pub browser_hash: String,
-    /// OIDC: the nonce; SAML: the AuthnRequest ID the response must answer.
-    pub nonce: String,
-    pub verifier: String,
-    pub next: String,
-    /// SAML: the login the ACS verified, waiting for the browser's hop (JSON).
-    pub verified: Option<String>,
-}
-
-const PENDING_SELECT: &str = "SELECT provider_id, tenant_id, browser_hash, nonce, pkce_verifier, next, expires_at, verified FROM sso_requests WHERE id_hash = $1";
-
-/// Takes (deletes) the sign-in request stored under `key`; `None` when unknown, used or
-/// expired. Callers check who may use it.
-pub async fn take(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Error> {
-    let mut tx = store.begin_write().await?;
-    let row = sqlx::query(PENDING_SELECT)
-        .bind(secret::digest(key))
-        .fetch_optional(&mut *tx.tx)
-        .await?;
-    let Some(row) = row else { return Ok(None) };
-    sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1")
-        .bind(secret::digest(key))
-        .execute(&mut *tx.tx)
-        .await?;
-    tx.commit().await?;
-    pending_from(&row)
-}
-
-/// Reads the sign-in request stored under `key` without taking it (the SAML ACS verifies the
-/// response first, so a junk POST cannot cancel a sign-in); `None` when unknown or expired.
-/// The caller takes it with [`take_in`] once the response is good.
-pub async fn peek(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Error> {
-    let row = sqlx::query(PENDING_SELECT)
-        .bind(secret::digest(key))
-        .fetch_optional(&store.pool)
-        .await?;
-    match row {
-        Some(r) => pending_from(&r),
-        None => Ok(None),
-    }
-}
-
-/// Deletes the sign-in request under `key` in `tx`; false when it is already gone (another
-/// response took it first): single use even between concurrent posts.
-pub async fn take_in(tx: &mut crate::store::WriteTx, key: &str) -> Result<bool, sqlx::Error> {
-    let n = sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1 AND expires_at >= $2")
-        .bind(secret::digest(key))
-        .bind(now_ms())
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
-    Ok(n == 1)
-}
-
-fn pending_from(row: &sqlx::any::AnyRow) -> Result<Option<Pending>, sqlx::Error> {
-    if row.try_get::<i64, _>("expires_at")? < now_ms() {
-        return Ok(None);
-    }
-    Ok(Some(Pending {
-        provider_id: row.try_get("provider_id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        browser_hash: row.try_get("browser_hash")?,
-        nonce: row.try_get("nonce")?,
-        verifier: row.try_get("pkce_verifier")?,
-        next: row.try_get("next")?,
-        verified: row.try_get("verified")?,
-    }))
-}
-
-/// Takes the sign-in request for `key` as [`take`] does, and only for the browser that
-/// started it (the binding cookie matches).
-pub async fn take_request(
-    store: &Store,
-    key: &str,
-    browser_cookie: Option<&str>,
-) -> Result<Option<Pending>, sqlx::Error> {
-    Ok(take(store, key).await?.filter(|p| {
-        browser_cookie.is_some_and(|c| {
-            secret::constant_time_eq(secret::digest(c).as_bytes(), p.browser_hash.as_bytes())
-        })
-    }))
 }
 
 /// Exchanges the code (with the PKCE verifier) and validates the ID token; returns who it

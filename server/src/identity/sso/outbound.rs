@@ -27,7 +27,7 @@ use url::{Host, Url};
 
 use app::model::SaveIdentityProvider;
 
-use crate::api::error::{AppError, Validator};
+use crate::http::error::{AppError, Validator};
 
 const DNS_TIMEOUT: Duration = Duration::from_secs(5);
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -27,7 +27,6 @@ use commit::{insert_events, EventRow};
 pub(crate) use snapshot::{load, LiveJob, Loaded};
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +43,7 @@ use super::core::{self, Decisions, WaitReason};
 use super::jobs::LIVE;
 use crate::audit::{self, Actor, BatchRecord};
 use crate::clock::now_ms;
+pub use crate::config::DriverConfig;
 use crate::nodes::executor::disabled::DisabledExecutor;
 use crate::nodes::executor::local::LocalExecutor;
 use crate::nodes::executor::sandbox::{self, JobUser};
@@ -53,36 +53,6 @@ use crate::nodes::executor::{
 };
 use crate::store::STATEMENT_PARAMS;
 use crate::store::{new_id, Dialect, Store, WriteTx};
-
-/// What the driver needs from the configuration.
-#[derive(Clone, Debug)]
-pub struct DriverConfig {
-    pub tick_ms: u64,
-    pub min_runtime_ms: i64,
-    pub stop_grace_ms: i64,
-    pub sim_checkpoint_ms: i64,
-    pub jobs_dir: PathBuf,
-    /// Pools with the `local` executor may be created (by platform admins) and run.
-    pub allow_local_pools: bool,
-    /// The unprivileged user and group local jobs run as.
-    pub job_uid: u32,
-    pub job_gid: u32,
-}
-
-impl Default for DriverConfig {
-    fn default() -> Self {
-        DriverConfig {
-            tick_ms: 1000,
-            min_runtime_ms: 10_000,
-            stop_grace_ms: 10_000,
-            sim_checkpoint_ms: 2_000,
-            jobs_dir: PathBuf::from("data/jobs"),
-            allow_local_pools: false,
-            job_uid: 65534,
-            job_gid: 65534,
-        }
-    }
-}
 
 /// Lets request handlers wake the driver, and shows its counters.
 #[derive(Clone, Default)]

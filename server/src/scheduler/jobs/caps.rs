@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use app::model::Job;
 
-use crate::api::error::AppError;
 use crate::config::Config;
+use crate::http::error::AppError;
 use crate::store::WriteTx;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,17 +1,9 @@
 //! Router assembly: the REST API under `/api/v1` (OpenAPI 3.1 at `/api/v1/openapi.json`),
 //! health and metrics at the root, the pages, and the middleware every request passes.
 
-pub mod error;
-pub mod extract;
-mod metrics;
-pub mod problems;
-pub mod request_id;
-pub mod text;
-
 use std::time::Instant;
 
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -23,31 +15,9 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use app::model::{Principal, RequestMeta};
-
-use self::error::{ApiError, AppError};
+use super::error::{self, ApiError, AppError};
+use super::{metrics, problems, request_id};
 use crate::state::AppState;
-
-/// The authenticated caller of an API handler (401 when there is none).
-pub struct Caller(pub Principal, pub RequestMeta);
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let p = parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .ok_or(ApiError(AppError::Unauthorized))?;
-        let meta = parts
-            .extensions
-            .get::<RequestMeta>()
-            .cloned()
-            .unwrap_or_default();
-        Ok(Caller(p, meta))
-    }
-}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -85,6 +55,7 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
                 .merge(crate::identity::api::router())
                 .merge(crate::identity::sso::api::router())
                 .merge(crate::access::api::router())
+                .merge(crate::catalog::api::router())
                 .merge(crate::tenancy::router())
                 .merge(crate::audit::api::router())
                 .merge(crate::scheduler::api::router())

@@ -33,7 +33,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             std::time::Duration::from_secs(30),
         );
     }
-    let app = crate::api::app(state);
+    let app = crate::http::app(state);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "switchyard listening");

@@ -6,6 +6,8 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use app::model::{Principal, RequestMeta};
+
 use super::error::{ApiError, AppError, FieldError};
 
 /// `Json<T>` with problem+json rejections: 400 for bad syntax, 422 naming the field for wrong
@@ -157,5 +159,26 @@ mod tests {
         assert!(v["b"][1].is_i64());
         assert!(v["b"][2].is_f64());
         assert!(v["c"]["d"].is_u64());
+    }
+}
+
+/// The authenticated caller of an API handler (401 when there is none).
+pub struct Caller(pub Principal, pub RequestMeta);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let p = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or(ApiError(AppError::Unauthorized))?;
+        let meta = parts
+            .extensions
+            .get::<RequestMeta>()
+            .cloned()
+            .unwrap_or_default();
+        Ok(Caller(p, meta))
     }
 }

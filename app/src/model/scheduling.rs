@@ -1,0 +1,432 @@
+//! Resource policies (pools, profiles, policies, queues), jobs and the overviews built on them.
+
+use serde::{Deserialize, Serialize};
+#[cfg(feature = "ssr")]
+use utoipa::ToSchema;
+
+#[allow(unused_imports)]
+use super::*;
+
+// GPU amounts are integer milli-GPUs everywhere (1000 = one GPU, 125 = one eighth).
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PoolNode {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16))]
+    pub gpus: u32,
+    #[cfg_attr(feature = "ssr", schema(max_length = 64))]
+    pub gpu_model: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1048576))]
+    pub gpu_memory_mb: u32,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 4096))]
+    pub cpu_cores: u32,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16777216))]
+    pub memory_mb: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Pool {
+    pub id: String,
+    pub name: String,
+    /// `None`: shared by every tenant; otherwise dedicated to this tenant.
+    pub owner_tenant_id: Option<String>,
+    /// `simulated` (declared nodes, jobs run for their declared duration) or `local`
+    /// (real processes on the control plane's host, no GPUs).
+    pub executor: String,
+    pub nodes: Vec<PoolNode>,
+    pub gpu_hour_cost_cents: i64,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Profile {
+    pub id: String,
+    pub name: String,
+    /// Fixed amount per job; 0 = dynamic: the job's request within `[min, max]`.
+    pub gpu_milli: i64,
+    pub min_gpu_milli: i64,
+    pub max_gpu_milli: i64,
+    /// GPU memory per job for fractions (MiB); 0 = proportional to the fraction.
+    pub gpu_memory_mb: i64,
+    pub cpu_milli: i64,
+    pub memory_mb: i64,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Policy {
+    pub id: String,
+    pub group_id: String,
+    pub group_name: String,
+    /// Guaranteed milli-GPUs; never reclaimed while used.
+    pub reservation_milli: i64,
+    /// Cap in milli-GPUs, never exceeded.
+    pub limit_milli: i64,
+    /// Share of idle capacity relative to other borrowing groups.
+    pub over_quota_weight: i64,
+    pub over_quota_allowed: bool,
+    /// Users that may exceed the reservation; empty = every member.
+    pub exceed_users: Vec<String>,
+    pub updated_at: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PriorityClass {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1000))]
+    pub priority: i32,
+    /// Non-preemptible classes run only on reserved capacity.
+    pub preemptible: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Queue {
+    pub id: String,
+    pub name: String,
+    pub policy_id: String,
+    pub group_id: String,
+    pub group_name: String,
+    pub profile_id: String,
+    pub profile_name: String,
+    /// Pool ids in order; the later ones are spillover.
+    pub pools: Vec<String>,
+    pub over_quota: bool,
+    pub classes: Vec<PriorityClass>,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Job {
+    pub id: String,
+    pub queue_id: String,
+    pub queue_name: String,
+    pub group_id: String,
+    pub user_id: String,
+    pub username: String,
+    pub name: String,
+    pub command: String,
+    pub image: Option<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub gpu_milli: i64,
+    pub priority_class: String,
+    pub preemptible: bool,
+    /// queued, admitted, starting, running, preempting, preempted, succeeded, failed, aborted, lost
+    pub state: String,
+    /// For a waiting job: why, in plain words.
+    pub wait_reason: Option<String>,
+    pub wait_code: Option<String>,
+    pub pool_id: Option<String>,
+    pub node_name: Option<String>,
+    /// (device index, milli-GPUs) on its node.
+    #[cfg_attr(feature = "ssr", schema(schema_with = crate::schema::slices))]
+    pub slices: Vec<(u32, u32)>,
+    pub over_quota: bool,
+    /// `abort`, `preempt` or `max_runtime` while a stop is in progress or after it.
+    pub stop_reason: Option<String>,
+    pub resume_count: i64,
+    pub exit_code: Option<i64>,
+    pub detail: Option<String>,
+    pub abort_kind: Option<String>,
+    pub abort_command: Option<String>,
+    pub abort_timeout_ms: i64,
+    pub checkpoint_dir: Option<String>,
+    pub max_runtime_ms: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub submitted_at: i64,
+    pub queued_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct JobEvent {
+    pub at: i64,
+    pub from_state: Option<String>,
+    pub to_state: String,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct JobDetail {
+    pub job: Job,
+    pub events: Vec<JobEvent>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Preemption {
+    pub at: i64,
+    pub pool_name: String,
+    pub victim_job_id: String,
+    /// The victim's group, or "another tenant" when it is not the viewer's.
+    pub victim_group: String,
+    pub for_job_id: String,
+    pub for_group: String,
+    pub gpu_milli: i64,
+    pub reason: String,
+}
+
+/// One pool's capacity as a tenant sees it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PoolUsage {
+    pub pool_id: String,
+    pub name: String,
+    pub shared: bool,
+    pub executor: String,
+    pub total_milli: i64,
+    /// In use within reservations (all tenants).
+    pub in_quota_milli: i64,
+    /// In use beyond reservations, reclaimable (all tenants).
+    pub over_quota_milli: i64,
+    pub idle_milli: i64,
+    /// Reservations of this tenant's groups whose queues start at this pool.
+    pub reserved_milli: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct GroupUsage {
+    pub group_id: String,
+    pub group_name: String,
+    pub reservation_milli: i64,
+    pub limit_milli: i64,
+    pub over_quota_weight: i64,
+    pub over_quota_allowed: bool,
+    pub used_milli: i64,
+    pub over_quota_milli: i64,
+    pub running: i64,
+    pub waiting: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct QueueStats {
+    pub queue_id: String,
+    pub name: String,
+    pub group_name: String,
+    pub pools: Vec<String>,
+    pub running: i64,
+    pub waiting: i64,
+    /// Mean time from queued to started over the last hour's starts, ms.
+    pub avg_wait_ms: Option<i64>,
+}
+
+/// Everything the Policy Manager shows.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PolicyOverview {
+    pub pools: Vec<PoolUsage>,
+    pub groups: Vec<GroupUsage>,
+    pub queues: Vec<QueueStats>,
+    pub preemptions: Vec<Preemption>,
+}
+
+/// Lists for the Policy Manager's editing forms.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PolicyConfig {
+    pub pools: Vec<Pool>,
+    pub profiles: Vec<Profile>,
+    pub policies: Vec<Policy>,
+    pub queues: Vec<Queue>,
+    pub groups: Vec<Group>,
+}
+
+/// The builder portal: the queues I may submit to, my jobs, my groups' quota.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PortalOverview {
+    pub queues: Vec<Queue>,
+    pub jobs: Vec<Job>,
+    pub groups: Vec<GroupUsage>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreatePool {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: String,
+    /// `simulated` or `local`.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(simulated|local)$"))]
+    pub executor: String,
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 5000))]
+    pub nodes: Vec<PoolNode>,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 10000000))]
+    pub gpu_hour_cost_cents: i64,
+    /// Shared by every tenant (platform admins only); otherwise dedicated to the caller's tenant.
+    #[serde(default)]
+    pub shared: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateProfile {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: String,
+    /// Fixed milli-GPUs per job; 0 or absent = dynamic within `[min, max]`.
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16000))]
+    pub gpu_milli: i64,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
+    pub min_gpu_milli: Option<i64>,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
+    pub max_gpu_milli: Option<i64>,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1048576))]
+    pub gpu_memory_mb: i64,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1024000))]
+    pub cpu_milli: i64,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16777216))]
+    pub memory_mb: i64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetPolicy {
+    pub group_id: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
+    pub reservation_milli: i64,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
+    pub limit_milli: i64,
+    #[serde(default = "one")]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1000))]
+    pub over_quota_weight: i64,
+    #[serde(default = "yes")]
+    pub over_quota_allowed: bool,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_items = 1000))]
+    pub exceed_users: Vec<String>,
+}
+
+fn one() -> i64 {
+    1
+}
+pub(crate) fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateQueue {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: String,
+    pub policy_id: String,
+    pub profile_id: String,
+    /// Pool ids in order; the later ones are spillover.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
+    pub pools: Vec<String>,
+    #[serde(default = "yes")]
+    pub over_quota: bool,
+    /// Defaults to high (100, non-preemptible), normal (50) and low (10).
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
+    pub classes: Option<Vec<PriorityClass>>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AbortSpec {
+    /// `bash` or `python`.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(bash|python)$"))]
+    pub kind: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 10000, pattern = "\\S")
+    )]
+    pub command: String,
+    /// 1 to 600000 ms (default 30000).
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 600000))]
+    pub timeout_ms: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SubmitJob {
+    pub queue_id: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 100, pattern = "\\S")
+    )]
+    pub name: String,
+    #[cfg_attr(
+        feature = "ssr",
+        schema(min_length = 1, max_length = 10000, pattern = "\\S")
+    )]
+    pub command: String,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_length = 500))]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Requested milli-GPUs; required when the queue's profile is dynamic, else must match.
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
+    pub gpu_milli: Option<i64>,
+    /// A class of the queue (default `normal`, or the queue's first class).
+    #[serde(default)]
+    pub priority_class: Option<String>,
+    #[serde(default)]
+    pub abort: Option<AbortSpec>,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(min_length = 1, max_length = 1000))]
+    pub checkpoint_dir: Option<String>,
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 1000, maximum = 2592000000i64))]
+    pub max_runtime_ms: Option<i64>,
+    /// Simulated pools: how long the job runs (default 60000 ms).
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 2592000000i64))]
+    pub duration_ms: Option<i64>,
+}
+
+/// Many jobs at once (a job array): all of them are stored, or none (then every field error
+/// names its job, e.g. `jobs[3].gpu_milli`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SubmitJobs {
+    /// 1 to 1000 jobs, to one queue or several.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 1000))]
+    pub jobs: Vec<SubmitJob>,
+}
+
+/// The jobs of a batch, in the order they were sent.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SubmittedJobs {
+    pub jobs: Vec<Job>,
+}
+
+/// Milli-GPUs as GPUs for people: `2`, `0.5`, `1.25`.
+pub fn format_gpus(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        let s = format!("{:.3}", milli as f64 / 1000.0);
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}

@@ -1,0 +1,333 @@
+//! Groups and their members: the `groups` and `memberships` tables.
+
+use serde_json::json;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use app::access::Action;
+use app::model::*;
+
+use super::*;
+use crate::audit::{self};
+use crate::clock::now_ms;
+use crate::http::error::ApiError;
+use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
+use crate::identity::require;
+use crate::store::{in_use, new_id, Store};
+
+const GROUP_SELECT: &str = "SELECT g.id, g.tenant_id, g.name, g.description, g.created_at,
+    (SELECT COUNT(*) FROM memberships m WHERE m.group_id = g.id) AS member_count FROM groups g";
+
+fn group_from_row(r: &AnyRow) -> Result<Group, sqlx::Error> {
+    Ok(Group {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        name: r.try_get("name")?,
+        description: r.try_get("description")?,
+        member_count: r.try_get("member_count")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+pub async fn list_groups(store: &Store, p: &Principal, q: &ListParams) -> ApiResult<Page<Group>> {
+    require(p, Action::ViewDirectory)?;
+    let limit = q.limit()?;
+    let rows = sqlx::query(&format!(
+        "{GROUP_SELECT} WHERE g.tenant_id = $1 AND g.id > $2 ORDER BY g.id LIMIT $3"
+    ))
+    .bind(p.tenant_id())
+    .bind(q.cursor.clone().unwrap_or_default())
+    .bind(limit + 1)
+    .fetch_all(&store.pool)
+    .await?;
+    let groups = rows
+        .iter()
+        .map(group_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(paginate(groups, limit, |g| g.id.clone()))
+}
+
+/// The groups the caller belongs to.
+pub async fn my_groups(store: &Store, p: &Principal) -> ApiResult<Vec<Group>> {
+    let rows = sqlx::query(&format!(
+        "{GROUP_SELECT} WHERE g.tenant_id = $1 AND g.id IN (SELECT group_id FROM memberships WHERE tenant_id = $1 AND user_id = $2) ORDER BY g.name"
+    ))
+    .bind(p.tenant_id())
+    .bind(p.user_id())
+    .fetch_all(&store.pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(group_from_row)
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+pub async fn get_group(store: &Store, p: &Principal, id: &str) -> ApiResult<Group> {
+    require(p, Action::ViewDirectory)?;
+    let row = sqlx::query(&format!(
+        "{GROUP_SELECT} WHERE g.tenant_id = $1 AND g.id = $2"
+    ))
+    .bind(p.tenant_id())
+    .bind(id)
+    .fetch_optional(&store.pool)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    Ok(group_from_row(&row)?)
+}
+
+pub(crate) fn validate_group_name(v: &mut Validator, name: &str) {
+    v.check(
+        !name.is_empty() && name.chars().count() <= 64 && !name.contains(['/', '\n']),
+        "name",
+        "must be 1 to 64 characters, without '/'",
+    );
+    v.check(clean_text(name), "name", UNCLEAN);
+}
+
+pub async fn create_group(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreateGroup,
+) -> ApiResult<Group> {
+    require(p, Action::ManageDirectory)?;
+    let name = input.name.trim().to_string();
+    let description = input.description.unwrap_or_default().trim().to_string();
+    let mut v = Validator::default();
+    validate_group_name(&mut v, &name);
+    v.check(
+        description.chars().count() <= 500,
+        "description",
+        "must be at most 500 characters",
+    );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
+    v.finish()?;
+    let now = now_ms();
+    let id = new_id();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("INSERT INTO groups (id, tenant_id, name, description, created_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(&id)
+        .bind(p.tenant_id())
+        .bind(&name)
+        .bind(&description)
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::field("name", "a group with this name exists")))?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "group.create",
+        "group",
+        &id,
+        json!({"name": name, "description": description}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Group {
+        id,
+        tenant_id: p.tenant_id().to_string(),
+        name,
+        description,
+        member_count: 0,
+        created_at: now,
+    })
+}
+
+pub async fn update_group(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+    input: UpdateGroup,
+) -> ApiResult<Group> {
+    require(p, Action::ManageDirectory)?;
+    let current = get_group(store, p, id).await?;
+    let name = input
+        .name
+        .map(|n| n.trim().to_string())
+        .unwrap_or(current.name.clone());
+    let description = input
+        .description
+        .map(|d| d.trim().to_string())
+        .unwrap_or(current.description.clone());
+    let mut v = Validator::default();
+    validate_group_name(&mut v, &name);
+    v.check(
+        description.chars().count() <= 500,
+        "description",
+        "must be at most 500 characters",
+    );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
+    v.finish()?;
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("UPDATE groups SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
+        .bind(&name)
+        .bind(&description)
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| {
+            unique_violation_as(e, AppError::field("name", "a group with this name exists"))
+        })?;
+    audit::record(&mut tx, now, p, meta, "group.update", "group", id, json!({"name": {"from": current.name, "to": name}, "description": {"from": current.description, "to": description}})).await?;
+    tx.commit().await?;
+    get_group(store, p, id).await
+}
+
+pub async fn delete_group(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    require(p, Action::ManageDirectory)?;
+    let group = get_group(store, p, id).await?;
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::group(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "group.delete",
+        "group",
+        id,
+        json!({"name": group.name, "members_removed": group.member_count}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn list_members(store: &Store, p: &Principal, group_id: &str) -> ApiResult<Vec<Member>> {
+    get_group(store, p, group_id).await?;
+    let rows = sqlx::query(
+        "SELECT u.id, u.username, u.display_name, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id
+         WHERE m.tenant_id = $1 AND m.group_id = $2 ORDER BY u.username",
+    )
+    .bind(p.tenant_id())
+    .bind(group_id)
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Member {
+                user_id: r.try_get("id")?,
+                username: r.try_get("username")?,
+                display_name: r.try_get("display_name")?,
+                added_at: r.try_get("created_at")?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(Into::into)
+}
+
+pub async fn add_member(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    group_id: &str,
+    user_id: &str,
+) -> ApiResult<Member> {
+    require(p, Action::ManageDirectory)?;
+    let group = get_group(store, p, group_id).await?;
+    let user = match get_user(store, p, user_id).await {
+        Err(ApiError(AppError::NotFound)) => {
+            return Err(AppError::field("user_id", "no such user in this tenant").into())
+        }
+        other => other?,
+    };
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at) VALUES ($1, $2, $3, $4)")
+        .bind(p.tenant_id())
+        .bind(group_id)
+        .bind(user_id)
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::Conflict(format!(
+                "{} is already a member of {}",
+                user.username, group.name
+            ))
+            ))?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "group.member_add",
+        "group",
+        group_id,
+        json!({"group": group.name, "user_id": user.id, "username": user.username}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Member {
+        user_id: user.id,
+        username: user.username,
+        display_name: user.display_name,
+        added_at: now,
+    })
+}
+
+pub async fn remove_member(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    group_id: &str,
+    user_id: &str,
+) -> ApiResult<()> {
+    require(p, Action::ManageDirectory)?;
+    let group = get_group(store, p, group_id).await?;
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    let row = sqlx::query(
+        "SELECT u.username FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND m.group_id = $2 AND m.user_id = $3",
+    )
+    .bind(p.tenant_id())
+    .bind(group_id)
+    .bind(user_id)
+    .fetch_optional(&mut *tx.tx)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    let username: String = row.try_get("username")?;
+    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
+        .bind(p.tenant_id())
+        .bind(group_id)
+        .bind(user_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "group.member_remove",
+        "group",
+        group_id,
+        json!({"group": group.name, "user_id": user_id, "username": username}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

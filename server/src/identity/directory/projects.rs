@@ -1,0 +1,201 @@
+//! Projects: the `projects` table, a tree per tenant.
+
+use serde_json::json;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use app::access::Action;
+use app::model::*;
+
+use super::*;
+use crate::audit::{self};
+use crate::clock::now_ms;
+use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::text::{clean_multiline, UNCLEAN};
+use crate::identity::require;
+use crate::store::{in_use, new_id, Store};
+
+const PROJECT_COLUMNS: &str = "id, tenant_id, name, description, parent_id, created_at";
+
+fn project_from_row(r: &AnyRow) -> Result<Project, sqlx::Error> {
+    Ok(Project {
+        id: r.try_get("id")?,
+        tenant_id: r.try_get("tenant_id")?,
+        name: r.try_get("name")?,
+        description: r.try_get("description")?,
+        parent_id: r.try_get("parent_id")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+pub async fn list_projects(
+    store: &Store,
+    p: &Principal,
+    q: &ListParams,
+) -> ApiResult<Page<Project>> {
+    require(p, Action::ViewDirectory)?;
+    let limit = q.limit()?;
+    let rows = sqlx::query(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM projects WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+    ))
+    .bind(p.tenant_id())
+    .bind(q.cursor.clone().unwrap_or_default())
+    .bind(limit + 1)
+    .fetch_all(&store.pool)
+    .await?;
+    let items = rows
+        .iter()
+        .map(project_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(paginate(items, limit, |x| x.id.clone()))
+}
+
+pub async fn get_project(store: &Store, p: &Principal, id: &str) -> ApiResult<Project> {
+    require(p, Action::ViewDirectory)?;
+    let row = sqlx::query(&format!(
+        "SELECT {PROJECT_COLUMNS} FROM projects WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(p.tenant_id())
+    .bind(id)
+    .fetch_optional(&store.pool)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    Ok(project_from_row(&row)?)
+}
+
+pub async fn create_project(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreateProject,
+) -> ApiResult<Project> {
+    require(p, Action::ManageDirectory)?;
+    let name = input.name.trim().to_string();
+    let description = input.description.unwrap_or_default().trim().to_string();
+    let mut v = Validator::default();
+    validate_group_name(&mut v, &name);
+    v.check(
+        description.chars().count() <= 500,
+        "description",
+        "must be at most 500 characters",
+    );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
+    v.finish()?;
+    if let Some(parent) = &input.parent_id {
+        if get_project(store, p, parent).await.is_err() {
+            return Err(AppError::field("parent_id", "no such project in this tenant").into());
+        }
+    }
+    let now = now_ms();
+    let id = new_id();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("INSERT INTO projects (id, tenant_id, name, description, parent_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(&id)
+        .bind(p.tenant_id())
+        .bind(&name)
+        .bind(&description)
+        .bind(input.parent_id.clone())
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::field("name", "a project with this name exists")))?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "project.create",
+        "project",
+        &id,
+        json!({"name": name, "parent_id": input.parent_id}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Project {
+        id,
+        tenant_id: p.tenant_id().to_string(),
+        name,
+        description,
+        parent_id: input.parent_id,
+        created_at: now,
+    })
+}
+
+pub async fn update_project(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+    input: UpdateProject,
+) -> ApiResult<Project> {
+    require(p, Action::ManageDirectory)?;
+    let current = get_project(store, p, id).await?;
+    let name = input
+        .name
+        .map(|n| n.trim().to_string())
+        .unwrap_or(current.name.clone());
+    let description = input
+        .description
+        .map(|d| d.trim().to_string())
+        .unwrap_or(current.description.clone());
+    let mut v = Validator::default();
+    validate_group_name(&mut v, &name);
+    v.check(
+        description.chars().count() <= 500,
+        "description",
+        "must be at most 500 characters",
+    );
+    v.check(clean_multiline(&description), "description", UNCLEAN);
+    v.finish()?;
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("UPDATE projects SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
+        .bind(&name)
+        .bind(&description)
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| {
+            unique_violation_as(
+                e,
+                AppError::field("name", "a project with this name exists"),
+            )
+        })?;
+    audit::record(&mut tx, now, p, meta, "project.update", "project", id, json!({"name": {"from": current.name, "to": name}, "description": {"from": current.description, "to": description}})).await?;
+    tx.commit().await?;
+    get_project(store, p, id).await
+}
+
+pub async fn delete_project(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    require(p, Action::ManageDirectory)?;
+    let project = get_project(store, p, id).await?;
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::project(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    sqlx::query("DELETE FROM projects WHERE tenant_id = $1 AND id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "project.delete",
+        "project",
+        id,
+        json!({"name": project.name}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! The capacity index: free milli-GPUs per device and node of one pool, kept so that placing
+//! and freeing are logarithmic, with best-fit placement for fractions and whole GPUs.
+
+use super::*;
+
+/// Free capacity of one pool, indexed so that a placement is found in O(devices per node).
+pub(crate) struct PoolState {
+    /// Free milli-GPUs and memory per device: `free[node][device]`.
+    free: Vec<Vec<MilliGpu>>,
+    free_mem: Vec<Vec<u32>>,
+    mem: Vec<Vec<u32>>,
+    /// Nodes by number of fully free devices: `by_whole[k]` holds nodes with exactly k.
+    by_whole: Vec<Vec<u32>>,
+    whole_pos: Vec<(usize, usize)>,
+    /// Partly used devices by free eighths (1..=7): (node, device).
+    by_level: Vec<Vec<(u32, u32)>>,
+    level_pos: Vec<Vec<Option<usize>>>,
+}
+
+fn level(free: MilliGpu) -> usize {
+    (free / 125) as usize
+}
+
+impl PoolState {
+    /// Whether any device has room left (a fully free one or a partly used one).
+    pub(crate) fn has_room(&self) -> bool {
+        self.by_whole.iter().skip(1).any(|b| !b.is_empty())
+            || self.by_level.iter().any(|b| !b.is_empty())
+    }
+
+    pub(crate) fn new(pool: &Pool) -> PoolState {
+        let max_dev = pool
+            .nodes
+            .iter()
+            .map(|n| n.devices.len())
+            .max()
+            .unwrap_or(0);
+        let mut s = PoolState {
+            free: pool
+                .nodes
+                .iter()
+                .map(|n| vec![WHOLE; n.devices.len()])
+                .collect(),
+            free_mem: pool
+                .nodes
+                .iter()
+                .map(|n| n.devices.iter().map(|d| d.memory_mb).collect())
+                .collect(),
+            mem: pool
+                .nodes
+                .iter()
+                .map(|n| n.devices.iter().map(|d| d.memory_mb).collect())
+                .collect(),
+            by_whole: vec![Vec::new(); max_dev + 1],
+            whole_pos: Vec::with_capacity(pool.nodes.len()),
+            by_level: vec![Vec::new(); 8],
+            level_pos: pool
+                .nodes
+                .iter()
+                .map(|n| vec![None; n.devices.len()])
+                .collect(),
+        };
+        for (i, n) in pool.nodes.iter().enumerate() {
+            let k = n.devices.len();
+            s.whole_pos.push((k, s.by_whole[k].len()));
+            s.by_whole[k].push(i as u32);
+        }
+        s
+    }
+
+    pub(crate) fn whole_free(&self, node: usize) -> usize {
+        self.whole_pos[node].0
+    }
+
+    pub(crate) fn move_node(&mut self, node: usize, to: usize) {
+        let (from, pos) = self.whole_pos[node];
+        if from == to {
+            return;
+        }
+        let last = self.by_whole[from].len() - 1;
+        self.by_whole[from].swap(pos, last);
+        self.by_whole[from].pop();
+        if pos < self.by_whole[from].len() {
+            let moved = self.by_whole[from][pos] as usize;
+            self.whole_pos[moved].1 = pos;
+        }
+        self.whole_pos[node] = (to, self.by_whole[to].len());
+        self.by_whole[to].push(node as u32);
+    }
+
+    pub(crate) fn unlevel(&mut self, node: usize, dev: usize) {
+        if let Some(pos) = self.level_pos[node][dev].take() {
+            let lv = level(self.free[node][dev]);
+            let list = &mut self.by_level[lv];
+            let last = list.len() - 1;
+            list.swap(pos, last);
+            list.pop();
+            if pos < list.len() {
+                let (n, d) = list[pos];
+                self.level_pos[n as usize][d as usize] = Some(pos);
+            }
+        }
+    }
+
+    pub(crate) fn relevel(&mut self, node: usize, dev: usize) {
+        let f = self.free[node][dev];
+        if f > 0 && f < WHOLE {
+            let lv = level(f);
+            self.level_pos[node][dev] = Some(self.by_level[lv].len());
+            self.by_level[lv].push((node as u32, dev as u32));
+        }
+    }
+
+    /// Changes one device's free amount by `delta` (negative = allocate).
+    pub(crate) fn adjust(&mut self, node: usize, dev: usize, delta: i64, mem_delta: i64) {
+        let was_whole = self.free[node][dev] == WHOLE;
+        self.unlevel(node, dev);
+        self.free[node][dev] = (self.free[node][dev] as i64 + delta) as MilliGpu;
+        self.free_mem[node][dev] = (self.free_mem[node][dev] as i64 + mem_delta).max(0) as u32;
+        self.relevel(node, dev);
+        let is_whole = self.free[node][dev] == WHOLE;
+        if was_whole != is_whole {
+            let k = self.whole_free(node);
+            self.move_node(node, if is_whole { k + 1 } else { k - 1 });
+        }
+    }
+
+    pub(crate) fn apply(&mut self, p: &Placement, memory_mb: u32, sign: i64) {
+        for &(dev, m) in &p.slices {
+            let mem = if m < WHOLE {
+                memory_mb as i64
+            } else {
+                self.mem[p.node as usize][dev as usize] as i64
+            };
+            self.adjust(p.node as usize, dev as usize, -sign * m as i64, -sign * mem);
+        }
+    }
+
+    pub(crate) fn memory_for(
+        &self,
+        node: usize,
+        dev: usize,
+        gpus: MilliGpu,
+        memory_mb: u32,
+    ) -> u32 {
+        if memory_mb > 0 {
+            memory_mb
+        } else {
+            ((self.mem[node][dev] as u64 * gpus as u64) / WHOLE as u64) as u32
+        }
+    }
+
+    /// Room for a job on one given node.
+    pub(crate) fn find_on(
+        &self,
+        pool: u32,
+        n: usize,
+        gpus: MilliGpu,
+        memory_mb: u32,
+    ) -> Option<Placement> {
+        if gpus < WHOLE {
+            // Fullest device that fits.
+            (0..self.free[n].len())
+                .filter(|&d| {
+                    self.free[n][d] >= gpus
+                        && self.free_mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
+                })
+                .min_by_key(|&d| self.free[n][d])
+                .map(|d| Placement {
+                    pool,
+                    node: n as u32,
+                    slices: vec![(d as u32, gpus)],
+                })
+        } else {
+            let k = (gpus / WHOLE) as usize;
+            let devs: Vec<u32> = (0..self.free[n].len())
+                .filter(|&d| self.free[n][d] == WHOLE)
+                .map(|d| d as u32)
+                .take(k)
+                .collect();
+            (devs.len() == k && gpus.is_multiple_of(WHOLE)).then(|| Placement {
+                pool,
+                node: n as u32,
+                slices: devs.into_iter().map(|d| (d, WHOLE)).collect(),
+            })
+        }
+    }
+
+    /// Finds room for a job without changing anything.
+    pub(crate) fn find(&self, pool: u32, gpus: MilliGpu, memory_mb: u32) -> Option<Placement> {
+        if gpus == 0 {
+            return None;
+        }
+        if gpus < WHOLE {
+            // Best fit among partly used devices, fullest first; then a fully free one.
+            for lv in level(gpus)..8 {
+                for &(n, d) in &self.by_level[lv] {
+                    let (n, d) = (n as usize, d as usize);
+                    if self.free[n][d] >= gpus
+                        && self.free_mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
+                    {
+                        return Some(Placement {
+                            pool,
+                            node: n as u32,
+                            slices: vec![(d as u32, gpus)],
+                        });
+                    }
+                }
+            }
+            for k in 1..self.by_whole.len() {
+                for &n in &self.by_whole[k] {
+                    let n = n as usize;
+                    if let Some(d) = (0..self.free[n].len()).find(|&d| {
+                        self.free[n][d] == WHOLE
+                            && self.mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
+                    }) {
+                        return Some(Placement {
+                            pool,
+                            node: n as u32,
+                            slices: vec![(d as u32, gpus)],
+                        });
+                    }
+                }
+            }
+            return None;
+        }
+        let k = (gpus / WHOLE) as usize;
+        if !gpus.is_multiple_of(WHOLE) || k >= self.by_whole.len() {
+            return None;
+        }
+        let n = (k..self.by_whole.len()).find_map(|c| self.by_whole[c].first().copied())? as usize;
+        let slices = (0..self.free[n].len())
+            .filter(|&d| self.free[n][d] == WHOLE)
+            .take(k)
+            .map(|d| (d as u32, WHOLE))
+            .collect();
+        Some(Placement {
+            pool,
+            node: n as u32,
+            slices,
+        })
+    }
+}

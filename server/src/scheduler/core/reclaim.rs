@@ -1,0 +1,219 @@
+//! Phase 3: an in-quota job that did not fit takes capacity back from over-quota jobs of other
+//! groups (see the module documentation of `core` for the order of victims).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::capacity::PoolState;
+use super::*;
+
+pub(super) fn reclaim(
+    s: &Snapshot,
+    pools: &mut [PoolState],
+    groups: &mut [GroupState],
+    starving: &[usize],
+    out: &mut Decisions,
+    reason: &mut [Option<WaitReason>],
+) {
+    if starving.is_empty() {
+        return;
+    }
+    let group_of = |q: u32| s.queues[q as usize].group as usize;
+    let over_flags = over_quota_jobs(s);
+    // Capacity already being freed for a group counts first (it stays allocated until the
+    // victims stop, so nothing else can be placed on it meanwhile).
+    let mut inflight = vec![0u64; s.groups.len()];
+    for r in &s.running {
+        if let Some(g) = r.preempted_for {
+            if let Some(slot) = inflight.get_mut(g as usize) {
+                *slot += r.gpus as u64;
+            }
+        }
+    }
+    // Candidates per group, each list in victim order: lowest priority, most recently started.
+    let mut lists: Vec<Vec<usize>> = vec![Vec::new(); s.groups.len()];
+    let mut reclaimable = vec![0u64; pools.len()];
+    for (i, r) in s.running.iter().enumerate() {
+        if over_flags[i]
+            && r.preemptible
+            && r.preempted_for.is_none()
+            && s.now - r.started_at >= s.min_runtime_ms
+        {
+            lists[group_of(r.queue)].push(i);
+            reclaimable[r.placement.pool as usize] += r.gpus as u64;
+        }
+    }
+    for list in &mut lists {
+        list.sort_by(|&a, &b| {
+            let (x, y) = (&s.running[a], &s.running[b]);
+            x.priority
+                .cmp(&y.priority)
+                .then(y.started_at.cmp(&x.started_at))
+                .then(y.id.cmp(&x.id))
+        });
+    }
+    let mut cursor = vec![0usize; s.groups.len()];
+    let mut taken = vec![false; s.running.len()];
+    // Max-heap of groups by over-quota use / weight, refreshed lazily when popped.
+    let share = |g: usize, groups: &[GroupState]| {
+        let num = over(groups[g].used, s.groups[g].reservation) as u64;
+        let w = s.groups[g].over_quota_weight.max(1) as u64;
+        (num, w)
+    };
+    #[derive(PartialEq, Eq)]
+    struct Entry {
+        num: u64,
+        w: u64,
+        group: usize,
+    }
+    impl Ord for Entry {
+        fn cmp(&self, o: &Self) -> Ordering {
+            (self.num as u128 * o.w as u128)
+                .cmp(&(o.num as u128 * self.w as u128))
+                .then(o.group.cmp(&self.group))
+        }
+    }
+    impl PartialOrd for Entry {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    let mut heap: BinaryHeap<Entry> = (0..s.groups.len())
+        .filter(|&g| !lists[g].is_empty())
+        .map(|g| {
+            let (num, w) = share(g, groups);
+            Entry { num, w, group: g }
+        })
+        .collect();
+    // Requests that failed, per pool list: larger ones fail too (reclaimable capacity only
+    // shrinks during the cycle).
+    let mut failed: Vec<(Vec<u32>, MilliGpu)> = Vec::new();
+
+    for &i in starving {
+        let job = &s.pending[i];
+        let q = &s.queues[job.queue as usize];
+        let g = q.group as usize;
+        if inflight[g] >= job.gpus as u64 {
+            inflight[g] -= job.gpus as u64;
+            reason[i] = Some(WaitReason::WaitingForPreemption {
+                victims: Vec::new(),
+            });
+            continue;
+        }
+        let available: u64 = q.pools.iter().map(|&p| reclaimable[p as usize]).sum();
+        let fails_early = available < job.gpus as u64
+            || failed.iter().any(|(p, k)| p == &q.pools && job.gpus >= *k);
+        if fails_early {
+            reason[i] = Some(WaitReason::NoCapacity);
+            continue;
+        }
+        let saved_cursor = cursor.clone();
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut skipped: Vec<Entry> = Vec::new();
+        let mut fit: Option<Placement> = None;
+        while let Some(e) = heap.pop() {
+            let vg = e.group;
+            let (num, w) = share(vg, groups);
+            if (num, w) != (e.num, e.w) {
+                heap.push(Entry { num, w, group: vg });
+                continue;
+            }
+            if vg == g {
+                skipped.push(e);
+                continue;
+            }
+            // Next victim of this group in one of the job's pools.
+            let mut victim = None;
+            while cursor[vg] < lists[vg].len() {
+                let v = lists[vg][cursor[vg]];
+                cursor[vg] += 1;
+                if !taken[v] && q.pools.contains(&s.running[v].placement.pool) {
+                    victim = Some(v);
+                    break;
+                }
+            }
+            let Some(v) = victim else {
+                if cursor[vg] < lists[vg].len() {
+                    skipped.push(e);
+                }
+                continue;
+            };
+            let r = &s.running[v];
+            pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, -1);
+            groups[vg].used -= r.gpus;
+            chosen.push(v);
+            if cursor[vg] < lists[vg].len() {
+                let (num, w) = share(vg, groups);
+                heap.push(Entry { num, w, group: vg });
+            }
+            // The job can only newly fit where this victim ran.
+            let ps = &pools[r.placement.pool as usize];
+            fit = ps.find_on(
+                r.placement.pool,
+                r.placement.node as usize,
+                job.gpus,
+                job.memory_mb,
+            );
+            if fit.is_some() {
+                break;
+            }
+        }
+        heap.extend(skipped);
+        let Some(mut pl) = fit else {
+            for &v in &chosen {
+                let r = &s.running[v];
+                pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, 1);
+                groups[group_of(r.queue)].used += r.gpus;
+            }
+            cursor = saved_cursor;
+            for g2 in chosen.iter().map(|&v| group_of(s.running[v].queue)) {
+                let (num, w) = share(g2, groups);
+                heap.push(Entry { num, w, group: g2 });
+            }
+            failed.push((q.pools.clone(), job.gpus));
+            reason[i] = Some(WaitReason::NoCapacity);
+            continue;
+        };
+        // Drop victims that turned out unneeded (latest first): those on other nodes, then any
+        // whose return still leaves room on the chosen node.
+        let mut kept = Vec::new();
+        for &v in chosen.iter().rev() {
+            let r = &s.running[v];
+            let vg = group_of(r.queue);
+            let ps = &mut pools[r.placement.pool as usize];
+            ps.apply(&r.placement, r.memory_mb, 1);
+            let same_node = r.placement.pool == pl.pool && r.placement.node == pl.node;
+            if same_node {
+                if let Some(p) = ps.find_on(pl.pool, pl.node as usize, job.gpus, job.memory_mb) {
+                    pl = p;
+                } else {
+                    ps.apply(&r.placement, r.memory_mb, -1);
+                    kept.push(v);
+                    continue;
+                }
+            }
+            groups[vg].used += r.gpus;
+            // Examined once per cycle: an unneeded victim is a candidate again next cycle.
+            reclaimable[r.placement.pool as usize] -= r.gpus as u64;
+            let (num, w) = share(vg, groups);
+            heap.push(Entry { num, w, group: vg });
+        }
+        pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
+        groups[g].used += job.gpus;
+        let mut ids = Vec::with_capacity(kept.len());
+        for v in kept {
+            let r = &s.running[v];
+            let vg = group_of(r.queue);
+            taken[v] = true;
+            reclaimable[r.placement.pool as usize] -= r.gpus as u64;
+            out.preempts.push(Preempt {
+                victim: r.id,
+                victim_group: vg as u32,
+                for_job: job.id,
+                for_group: g as u32,
+            });
+            ids.push(r.id);
+        }
+        reason[i] = Some(WaitReason::WaitingForPreemption { victims: ids });
+    }
+}

@@ -1,0 +1,465 @@
+//! Submitting jobs: validating a request against its queue, profile and caps, and storing it (single or batch, in one transaction with the audit entry).
+
+use serde_json::json;
+
+use app::access::Action;
+use app::model::*;
+
+use super::caps::PendingCaps;
+use super::*;
+use crate::audit;
+use crate::clock::now_ms;
+use crate::http::error::{ApiError, ApiResult, AppError, FieldError, Validator};
+use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
+use crate::identity::require;
+use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
+use crate::store::STATEMENT_PARAMS;
+use crate::store::{flag, new_id, Store, WriteTx};
+
+fn env_key_ok(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 128
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !k.as_bytes()[0].is_ascii_digit()
+        && !k.starts_with("SWITCHYARD_")
+}
+
+/// What a queue gives every job submitted to it, looked up once per request (a batch of 1,000
+/// jobs to one queue reads the queue, its profile and its pools' shapes once).
+struct QueueCtx {
+    queue: Queue,
+    profile: Profile,
+    fits: Vec<PoolFit>,
+}
+
+async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<QueueCtx> {
+    let queue = match get_queue(store, p, queue_id).await {
+        Err(ApiError(AppError::NotFound)) => {
+            return Err(AppError::field("queue_id", "no such queue in your organization").into())
+        }
+        other => other?,
+    };
+    if !crate::access::may_use_queue(store, p, &queue.id, &queue.group_id).await? {
+        return Err(AppError::field(
+            "queue_id",
+            format!(
+                "only members of {} (or groups granted `use` on this queue) may submit to it",
+                queue.group_name
+            ),
+        )
+        .into());
+    }
+    let profile = get_profile(store, p, &queue.profile_id).await?;
+    let fits = pool_fits(store, p, &queue.pools).await?;
+    Ok(QueueCtx {
+        queue,
+        profile,
+        fits,
+    })
+}
+
+/// Validates one submission against its queue; no I/O. The job it returns is what gets stored.
+fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<Job, AppError> {
+    let (queue, profile) = (&ctx.queue, &ctx.profile);
+    let gpu_milli = if profile.gpu_milli > 0 {
+        input.gpu_milli.unwrap_or(profile.gpu_milli)
+    } else {
+        input.gpu_milli.unwrap_or(profile.min_gpu_milli)
+    };
+    let name = input.name.trim().to_string();
+    let mut v = Validator::default();
+    v.check(
+        !name.is_empty() && name.chars().count() <= 100,
+        "name",
+        "must be 1 to 100 characters",
+    );
+    v.check(
+        !input.command.trim().is_empty() && input.command.len() <= 10_000,
+        "command",
+        "must be 1 to 10000 characters",
+    );
+    v.check(
+        input.image.as_deref().is_none_or(|i| i.len() <= 500),
+        "image",
+        "must be at most 500 characters",
+    );
+    v.check(clean_text(&name), "name", UNCLEAN);
+    v.check(clean_multiline(&input.command), "command", UNCLEAN);
+    v.check(
+        input.image.as_deref().is_none_or(clean_text),
+        "image",
+        UNCLEAN,
+    );
+    v.check(
+        input.env.values().all(|val| clean_multiline(val)),
+        "env",
+        UNCLEAN,
+    );
+    v.check(input.env.len() <= 64, "env", "at most 64 variables");
+    v.check(
+        input
+            .env
+            .iter()
+            .all(|(k, val)| env_key_ok(k) && val.len() <= 4096),
+        "env",
+        "names are letters, digits and '_' (not SWITCHYARD_*), values at most 4096 bytes",
+    );
+    if profile.gpu_milli > 0 {
+        v.check(
+            gpu_milli == profile.gpu_milli,
+            "gpu_milli",
+            &format!(
+                "the queue's profile {} gives every job exactly {} milli-GPUs",
+                profile.name, profile.gpu_milli
+            ),
+        );
+    } else {
+        v.check(
+            (profile.min_gpu_milli..=profile.max_gpu_milli).contains(&gpu_milli),
+            "gpu_milli",
+            &format!(
+                "the queue's profile {} allows {} to {} milli-GPUs",
+                profile.name, profile.min_gpu_milli, profile.max_gpu_milli
+            ),
+        );
+    }
+    v.check(
+        valid_amount(gpu_milli),
+        "gpu_milli",
+        "use 1 to 999 milli-GPUs (a fraction of one GPU) or whole GPUs (multiples of 1000)",
+    );
+    let class_name = input.priority_class.clone().unwrap_or_else(|| {
+        if queue.classes.iter().any(|c| c.name == "normal") {
+            "normal".into()
+        } else {
+            queue
+                .classes
+                .first()
+                .map(|c| c.name.clone())
+                .unwrap_or_default()
+        }
+    });
+    let class = queue.classes.iter().find(|c| c.name == class_name).cloned();
+    v.check(
+        class.is_some(),
+        "priority_class",
+        &format!(
+            "the queue's classes are {}",
+            queue
+                .classes
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    if let Some(a) = &input.abort {
+        v.check(
+            a.kind == "bash" || a.kind == "python",
+            "abort.kind",
+            "must be `bash` or `python`",
+        );
+        v.check(
+            !a.command.trim().is_empty() && a.command.len() <= 10_000,
+            "abort.command",
+            "must be 1 to 10000 characters",
+        );
+        v.check(clean_multiline(&a.command), "abort.command", UNCLEAN);
+        v.check(
+            a.timeout_ms.is_none_or(|t| (1..=600_000).contains(&t)),
+            "abort.timeout_ms",
+            "must be between 1 and 600000",
+        );
+    }
+    v.check(
+        input
+            .checkpoint_dir
+            .as_deref()
+            .is_none_or(crate::nodes::executor::sandbox::checkpoint_path_ok),
+        "checkpoint_dir",
+        "must be a relative path inside the job's folder (no leading '/', no '..'), at most 1000 characters",
+    );
+    v.check(
+        input.checkpoint_dir.as_deref().is_none_or(clean_text),
+        "checkpoint_dir",
+        UNCLEAN,
+    );
+    v.check(
+        input
+            .max_runtime_ms
+            .is_none_or(|t| (1000..=30 * 86_400_000).contains(&t)),
+        "max_runtime_ms",
+        "must be between 1000 (1 s) and 2592000000 (30 days)",
+    );
+    v.check(
+        input
+            .duration_ms
+            .is_none_or(|t| (0..=30 * 86_400_000).contains(&t)),
+        "duration_ms",
+        "must be between 0 and 2592000000 (30 days)",
+    );
+    v.finish()?;
+    // Gangs across nodes are not scheduled: the job must fit on one node of one of its pools.
+    if !ctx
+        .fits
+        .iter()
+        .any(|f| f.fits(gpu_milli, profile.gpu_memory_mb))
+    {
+        return Err(AppError::field(
+            "gpu_milli",
+            "no node of the queue's pools is large enough; multi-node jobs are not supported",
+        ));
+    }
+    let class = class.unwrap_or_else(|| PriorityClass {
+        name: class_name.clone(),
+        priority: 50,
+        preemptible: true,
+    });
+    let (abort_kind, abort_command, abort_timeout_ms) = match input.abort {
+        Some(a) => (
+            Some(a.kind),
+            Some(a.command),
+            a.timeout_ms.unwrap_or(30_000),
+        ),
+        None => (None, None, 0),
+    };
+    Ok(Job {
+        id: new_id(),
+        queue_id: queue.id.clone(),
+        queue_name: queue.name.clone(),
+        group_id: queue.group_id.clone(),
+        user_id: p.user_id().to_string(),
+        username: p.me.username.clone(),
+        name,
+        command: input.command,
+        image: input.image,
+        env: input.env,
+        gpu_milli,
+        priority_class: class.name,
+        preemptible: class.preemptible,
+        state: "queued".into(),
+        wait_reason: None,
+        wait_code: None,
+        pool_id: None,
+        node_name: None,
+        slices: Vec::new(),
+        over_quota: false,
+        stop_reason: None,
+        resume_count: 0,
+        exit_code: None,
+        detail: None,
+        abort_kind,
+        abort_command,
+        abort_timeout_ms,
+        checkpoint_dir: input.checkpoint_dir,
+        max_runtime_ms: input.max_runtime_ms,
+        duration_ms: input.duration_ms.or(Some(60_000)),
+        submitted_at: now,
+        queued_at: now,
+        started_at: None,
+        finished_at: None,
+    })
+}
+
+const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
+    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at";
+const JOB_INSERT_ARITY: usize = 25;
+/// Rows per multi-row insert (25 parameters each; see [`STATEMENT_PARAMS`]).
+const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
+
+fn placeholders(rows: usize, arity: usize) -> String {
+    let mut out = String::with_capacity(rows * arity * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..arity {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("${}", r * arity + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Stores prepared jobs (state `queued`) and their first event, in multi-row inserts.
+async fn insert_jobs(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    items: &[(Job, i64, i64)],
+) -> Result<(), sqlx::Error> {
+    for chunk in items.chunks(INSERT_CHUNK) {
+        let sql = format!(
+            "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
+            placeholders(chunk.len(), JOB_INSERT_ARITY)
+        );
+        let mut q = sqlx::query(&sql);
+        for (j, gpu_memory_mb, priority) in chunk {
+            q = q
+                .bind(&j.id)
+                .bind(tenant_id)
+                .bind(&j.queue_id)
+                .bind(&j.group_id)
+                .bind(&j.user_id)
+                .bind(&j.username)
+                .bind(&j.name)
+                .bind(&j.command)
+                .bind(j.image.clone())
+                .bind(serde_json::to_string(&j.env).unwrap_or_else(|_| "{}".into()))
+                .bind(j.gpu_milli)
+                .bind(*gpu_memory_mb)
+                .bind(&j.priority_class)
+                .bind(*priority)
+                .bind(flag(j.preemptible))
+                .bind(j.abort_kind.clone())
+                .bind(j.abort_command.clone())
+                .bind(j.abort_timeout_ms)
+                .bind(j.checkpoint_dir.clone())
+                .bind(j.max_runtime_ms)
+                .bind(j.duration_ms)
+                .bind("queued")
+                .bind(j.submitted_at)
+                .bind(j.queued_at)
+                .bind(j.submitted_at);
+        }
+        q.execute(&mut *tx.tx).await?;
+        let sql = format!(
+            "INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {}",
+            placeholders(chunk.len(), 7)
+        );
+        let mut q = sqlx::query(&sql);
+        for (j, _, _) in chunk {
+            q = q
+                .bind(new_id())
+                .bind(tenant_id)
+                .bind(&j.id)
+                .bind(j.submitted_at)
+                .bind(None::<String>)
+                .bind("queued")
+                .bind("submitted");
+        }
+        q.execute(&mut *tx.tx).await?;
+    }
+    Ok(())
+}
+
+fn priority_of(ctx: &QueueCtx, job: &Job) -> i64 {
+    ctx.queue
+        .classes
+        .iter()
+        .find(|c| c.name == job.priority_class)
+        .map(|c| c.priority as i64)
+        .unwrap_or(50)
+}
+
+/// Validates and stores a new job (state `queued`) with its event and audit entry.
+pub async fn submit(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: SubmitJob,
+    caps: PendingCaps,
+) -> ApiResult<Job> {
+    require(p, Action::SubmitJobs)?;
+    let ctx = queue_ctx(store, p, &input.queue_id).await?;
+    let now = now_ms();
+    let job = prepare(&ctx, p, input, now)?;
+    let priority = priority_of(&ctx, &job);
+    let mut tx = store.begin_write().await?;
+    self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
+    let items = [(job, ctx.profile.gpu_memory_mb, priority)];
+    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    let [(job, _, _)] = items;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "job.submit",
+        "job",
+        &job.id,
+        json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(job)
+}
+
+/// The most jobs one batch may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// Validates and stores up to [`MAX_BATCH`] jobs in one transaction (all or none), each with
+/// its event and audit entry. Field errors name the job: `jobs[3].gpu_milli`.
+pub async fn submit_batch(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: SubmitJobs,
+    caps: PendingCaps,
+) -> ApiResult<Vec<Job>> {
+    require(p, Action::SubmitJobs)?;
+    if input.jobs.is_empty() || input.jobs.len() > MAX_BATCH {
+        return Err(
+            AppError::field("jobs", format!("send 1 to {MAX_BATCH} jobs per batch")).into(),
+        );
+    }
+    let now = now_ms();
+    let mut queues: std::collections::HashMap<String, QueueCtx> = Default::default();
+    let mut errors: Vec<FieldError> = Vec::new();
+    let mut items = Vec::with_capacity(input.jobs.len());
+    for (i, job) in input.jobs.into_iter().enumerate() {
+        if !queues.contains_key(&job.queue_id) {
+            match queue_ctx(store, p, &job.queue_id).await {
+                Ok(ctx) => {
+                    queues.insert(job.queue_id.clone(), ctx);
+                }
+                Err(ApiError(AppError::Validation(fs))) => {
+                    errors.extend(fs.into_iter().map(|f| FieldError {
+                        field: format!("jobs[{i}].{}", f.field),
+                        message: f.message,
+                    }));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(ctx) = queues.get(&job.queue_id) else {
+            continue;
+        };
+        match prepare(ctx, p, job, now) {
+            Ok(j) => {
+                let priority = priority_of(ctx, &j);
+                items.push((j, ctx.profile.gpu_memory_mb, priority));
+            }
+            Err(AppError::Validation(fs)) => errors.extend(fs.into_iter().map(|f| FieldError {
+                field: format!("jobs[{i}].{}", f.field),
+                message: f.message,
+            })),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !errors.is_empty() {
+        errors.truncate(100);
+        return Err(AppError::Validation(errors).into());
+    }
+    let mut tx = store.begin_write().await?;
+    let new: Vec<&Job> = items.iter().map(|(j, _, _)| j).collect();
+    self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
+    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    let records: Vec<audit::BatchRecord> = items
+        .iter()
+        .map(|(j, _, _)| audit::BatchRecord {
+            tenant_id: p.tenant_id().to_string(),
+            action: "job.submit",
+            target_kind: "job",
+            target_id: j.id.clone(),
+            summary: json!({"name": j.name, "queue": j.queue_name, "gpu_milli": j.gpu_milli, "priority_class": j.priority_class}),
+        })
+        .collect();
+    audit::append_many(&mut tx, now, &audit::Actor::of(p), meta, &records).await?;
+    tx.commit().await?;
+    Ok(items.into_iter().map(|(j, _, _)| j).collect())
+}

@@ -37,7 +37,7 @@ pub struct Pool {
     pub owner_tenant_id: Option<String>,
     /// `simulated` (declared nodes, jobs run for their declared duration) or `local`
     /// (real processes on the control plane's host, no GPUs).
-    pub executor: String,
+    pub executor: ExecutorKind,
     pub nodes: Vec<PoolNode>,
     pub gpu_hour_cost_cents: i64,
     pub created_at: i64,
@@ -121,8 +121,7 @@ pub struct Job {
     pub gpu_milli: i64,
     pub priority_class: String,
     pub preemptible: bool,
-    /// queued, admitted, starting, running, preempting, preempted, succeeded, failed, aborted, lost
-    pub state: String,
+    pub state: JobState,
     /// For a waiting job: why, in plain words.
     pub wait_reason: Option<String>,
     pub wait_code: Option<String>,
@@ -133,11 +132,11 @@ pub struct Job {
     pub slices: Vec<(u32, u32)>,
     pub over_quota: bool,
     /// `abort`, `preempt` or `max_runtime` while a stop is in progress or after it.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     pub resume_count: i64,
     pub exit_code: Option<i64>,
     pub detail: Option<String>,
-    pub abort_kind: Option<String>,
+    pub abort_kind: Option<AbortKind>,
     pub abort_command: Option<String>,
     pub abort_timeout_ms: i64,
     pub checkpoint_dir: Option<String>,
@@ -153,8 +152,8 @@ pub struct Job {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct JobEvent {
     pub at: i64,
-    pub from_state: Option<String>,
-    pub to_state: String,
+    pub from_state: Option<JobState>,
+    pub to_state: JobState,
     pub detail: String,
 }
 
@@ -186,7 +185,7 @@ pub struct PoolUsage {
     pub pool_id: String,
     pub name: String,
     pub shared: bool,
-    pub executor: String,
+    pub executor: ExecutorKind,
     pub total_milli: i64,
     /// In use within reservations (all tenants).
     pub in_quota_milli: i64,

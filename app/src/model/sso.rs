@@ -149,8 +149,7 @@ pub struct IdentityProvider {
     pub name: String,
     /// On the sign-in button.
     pub display_name: String,
-    /// `oidc`, `saml` or `ldap`.
-    pub kind: String,
+    pub kind: ProviderKind,
     pub enabled: bool,
     pub oidc: Option<OidcSettings>,
     pub ldap: Option<LdapSettings>,
@@ -231,7 +230,7 @@ pub struct SignInOptions {
 pub struct SignInProvider {
     pub name: String,
     pub display_name: String,
-    pub kind: String,
+    pub kind: ProviderKind,
     /// OIDC: where the button goes; LDAP: where the username/password form posts.
     pub start_url: String,
 }

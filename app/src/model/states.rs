@@ -8,6 +8,21 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "ssr")]
 use utoipa::ToSchema;
 
+/// A text that names no variant of an enum (a corrupt stored value, or bad input).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+impl fmt::Display for UnknownValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} is not a {}", self.value, self.kind)
+    }
+}
+
+impl std::error::Error for UnknownValue {}
+
 /// Declares a text-backed enum: serde, `as_str`, `parse`, `Display` and `ALL` from one table.
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
@@ -34,6 +49,17 @@ macro_rules! text_enum {
                     $($text => Some($name::$variant),)+
                     _ => None,
                 }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownValue;
+
+            fn from_str(s: &str) -> Result<Self, UnknownValue> {
+                $name::parse(s).ok_or_else(|| UnknownValue {
+                    kind: stringify!($name),
+                    value: s.chars().take(64).collect(),
+                })
             }
         }
 

@@ -148,7 +148,7 @@ pub fn TenantLoginPage() -> impl IntoView {
                                 <Notices/>
                                 <ul class="space-y-2" aria-label="Single sign-on">
                                     {o.providers.into_iter().map(|pr| {
-                                        if pr.kind == "ldap" {
+                                        if pr.kind == crate::model::ProviderKind::Ldap {
                                             let id = format!("ldap-{}", pr.name);
                                             view! {
                                                 <li>

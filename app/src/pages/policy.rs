@@ -147,7 +147,7 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                         {o.pools.iter().map(|p| view! {
                             <tr>
                                 <td class=format!("{TD} font-medium")>{p.name.clone()}</td>
-                                <td class=TD>{if p.shared { "shared" } else { "dedicated" }}" · "{p.executor.clone()}</td>
+                                <td class=TD>{if p.shared { "shared" } else { "dedicated" }}" · "{p.executor.as_str()}</td>
                                 <td class=TD>{gpus(p.total_milli)}</td>
                                 <td class=TD>{gpus(p.reserved_milli)}</td>
                                 <td class=TD>{gpus(p.in_quota_milli)}</td>

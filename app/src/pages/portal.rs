@@ -7,27 +7,36 @@ use leptos_router::hooks::use_params_map;
 
 use super::policy::{gpus, live_tick};
 use crate::api::{load_job, load_portal, AbortJobForm, SubmitJobForm};
-use crate::model::{Job, PortalOverview};
+use crate::model::{Job, JobState, PortalOverview, StopReason};
 use crate::time::format_ms;
 use crate::ui::*;
 
-const LIVE: &[&str] = &["queued", "admitted", "starting", "running", "preempting"];
-
-fn state_class(state: &str) -> &'static str {
+fn state_class(state: JobState, stopping: bool) -> &'static str {
     match state {
-        "running" => "bg-green-100 text-green-800",
-        "queued" => "bg-amber-100 text-amber-800",
-        "admitted" | "starting" => "bg-sky-100 text-sky-800",
-        "preempting" => "bg-orange-100 text-orange-800",
-        "succeeded" => "bg-slate-100 text-slate-700",
-        _ => "bg-red-100 text-red-800",
+        _ if stopping => "bg-orange-100 text-orange-800",
+        JobState::Running => "bg-green-100 text-green-800",
+        JobState::Queued => "bg-amber-100 text-amber-800",
+        JobState::Admitted | JobState::Starting => "bg-sky-100 text-sky-800",
+        JobState::Preempting | JobState::Preempted => "bg-orange-100 text-orange-800",
+        JobState::Succeeded => "bg-slate-100 text-slate-700",
+        JobState::Failed | JobState::Aborted | JobState::Lost => "bg-red-100 text-red-800",
+    }
+}
+
+/// What a job's badge says: its state, or that it is being stopped and why.
+fn state_label(state: JobState, stop: Option<StopReason>) -> String {
+    match stop {
+        Some(StopReason::Abort) if state.is_live() => "aborting".into(),
+        Some(StopReason::MaxRuntime) if state.is_live() => "stopping (runtime limit)".into(),
+        _ => state.to_string(),
     }
 }
 
 #[component]
-fn StateBadge(state: String) -> impl IntoView {
+fn StateBadge(state: JobState, stop: Option<StopReason>) -> impl IntoView {
+    let stopping = stop.is_some() && state.is_live() && state != JobState::Preempting;
     view! {
-        <span class=format!("rounded px-2 py-0.5 text-xs font-medium {}", state_class(&state)) data-state=state.clone()>{state.clone()}</span>
+        <span class=format!("rounded px-2 py-0.5 text-xs font-medium {}", state_class(state, stopping)) data-state=state.as_str()>{state_label(state, stop)}</span>
     }
 }
 
@@ -214,8 +223,8 @@ fn Portal(
 
 #[component]
 fn JobRow(j: Job, abort: ServerAction<AbortJobForm>) -> impl IntoView {
-    let live = LIVE.contains(&j.state.as_str()) && j.stop_reason.as_deref() != Some("abort");
-    let place = if j.state == "queued" {
+    let live = j.state.is_live() && j.stop_reason != Some(StopReason::Abort);
+    let place = if j.state == JobState::Queued {
         j.wait_reason
             .clone()
             .unwrap_or_else(|| "Waiting for the next scheduling cycle.".into())
@@ -237,7 +246,7 @@ fn JobRow(j: Job, abort: ServerAction<AbortJobForm>) -> impl IntoView {
             <td class=format!("{TD} font-medium")><a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name.clone()}</a></td>
             <td class=TD>{j.queue_name.clone()}</td>
             <td class=TD>{gpus(j.gpu_milli)}</td>
-            <td class=TD><StateBadge state=j.state.clone()/></td>
+            <td class=TD><StateBadge state=j.state stop=j.stop_reason/></td>
             <td class=format!("{TD} max-w-md text-xs text-slate-600") data-testid="wait-reason">{place}</td>
             <td class=TD>{j.resume_count}</td>
             <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(j.submitted_at)}</td>
@@ -275,13 +284,13 @@ pub fn JobPage() -> impl IntoView {
                     Err(e) => view! { <div class="mt-4"><ErrorBanner error=e/></div> }.into_any(),
                     Ok(d) => {
                         let j = d.job;
-                        let live = LIVE.contains(&j.state.as_str()) && j.stop_reason.as_deref() != Some("abort");
+                        let live = j.state.is_live() && j.stop_reason != Some(StopReason::Abort);
                         view! {
                             <div class="mb-6 mt-2 flex items-center gap-3">
                                 <h1 class="text-2xl font-semibold tracking-tight" data-testid="job-name">{j.name.clone()}</h1>
-                                <StateBadge state=j.state.clone()/>
+                                <StateBadge state=j.state stop=j.stop_reason/>
                             </div>
-                            {(j.state == "queued").then(|| j.wait_reason.clone().map(|w| view! {
+                            {(j.state == JobState::Queued).then(|| j.wait_reason.clone().map(|w| view! {
                                 <div class="mb-4 rounded-md border border-amber-200 bg-amber-50 px-4 py-3 text-sm text-amber-900" data-testid="job-wait">{w}</div>
                             }))}
                             <div class="grid gap-6 lg:grid-cols-3">
@@ -294,7 +303,7 @@ pub fn JobPage() -> impl IntoView {
                                         <dt class="text-slate-500">"Node"</dt><dd class="col-span-2">{j.node_name.clone().unwrap_or_else(|| "—".into())}</dd>
                                         <dt class="text-slate-500">"Resumed"</dt><dd class="col-span-2">{j.resume_count}" times"</dd>
                                         <dt class="text-slate-500">"Command"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.command.clone()}</dd>
-                                        <dt class="text-slate-500">"Abort callback"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.abort_command.clone().map(|c| format!("{}: {c}", j.abort_kind.clone().unwrap_or_default())).unwrap_or_else(|| "none".into())}</dd>
+                                        <dt class="text-slate-500">"Abort callback"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.abort_command.clone().map(|c| format!("{}: {c}", j.abort_kind.map(|k| k.as_str()).unwrap_or_default())).unwrap_or_else(|| "none".into())}</dd>
                                         <dt class="text-slate-500">"Exit code"</dt><dd class="col-span-2">{j.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "—".into())}</dd>
                                     </dl>
                                     {live.then(|| view! {
@@ -314,8 +323,8 @@ pub fn JobPage() -> impl IntoView {
                                                 {d.events.into_iter().map(|e| view! {
                                                     <tr>
                                                         <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(e.at)}</td>
-                                                        <td class=TD>{e.from_state.unwrap_or_default()}</td>
-                                                        <td class=TD>{e.to_state}</td>
+                                                        <td class=TD>{e.from_state.map(|s| s.as_str()).unwrap_or_default()}</td>
+                                                        <td class=TD>{e.to_state.as_str()}</td>
                                                         <td class=format!("{TD} text-slate-600")>{e.detail}</td>
                                                     </tr>
                                                 }).collect_view()}

@@ -95,7 +95,7 @@ fn ProvidersTable(list: Vec<IdentityProvider>, remove: ServerAction<DeleteIdp>) 
                     view! {
                         <tr data-idp=p.name.clone()>
                             <td class=TD><div class="font-medium">{p.display_name.clone()}</div><div class="font-mono text-xs text-slate-500">{p.name.clone()}</div></td>
-                            <td class=TD>{p.kind.to_uppercase()}{(!p.enabled).then_some(" (off)")}</td>
+                            <td class=TD>{p.kind.as_str().to_uppercase()}{(!p.enabled).then_some(" (off)")}</td>
                             <td class=format!("{TD} font-mono text-xs")>{target}</td>
                             <td class=format!("{TD} font-mono text-xs")>
                                 <div>{redirect}</div>

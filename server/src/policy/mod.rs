@@ -28,7 +28,6 @@ use crate::identity::require;
 use crate::scheduler::core::WHOLE;
 use crate::store::{flag, new_id, Store};
 
-pub const EXECUTORS: &[&str] = &["simulated", "local"];
 /// The most nodes one pool may declare (the benchmark's 1,250 x 8 fits).
 pub const MAX_NODES: usize = 5000;
 pub const MAX_GPUS_PER_NODE: u32 = 16;

@@ -11,7 +11,7 @@ pub(crate) fn pool_from_row(r: &AnyRow) -> Result<Pool, sqlx::Error> {
         id: r.try_get("id")?,
         owner_tenant_id: r.try_get("owner_tenant_id")?,
         name: r.try_get("name")?,
-        executor: r.try_get("executor")?,
+        executor: crate::store::text_enum(r, "executor")?,
         nodes: parse_json(&r.try_get::<String, _>("nodes")?)?,
         gpu_hour_cost_cents: r.try_get("gpu_hour_cost_cents")?,
         created_at: r.try_get("created_at")?,
@@ -109,7 +109,7 @@ pub async fn create_pool(
     if input.shared {
         require(p, Action::ManageSharedPools)?;
     }
-    if input.executor == "local" {
+    if input.executor == ExecutorKind::Local.as_str() {
         require(p, Action::ManageSharedPools)?;
         if !local_pools_allowed {
             return Err(AppError::field(
@@ -127,7 +127,7 @@ pub async fn create_pool(
         "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
     );
     v.check(
-        EXECUTORS.contains(&input.executor.as_str()),
+        ExecutorKind::parse(&input.executor).is_some(),
         "executor",
         "must be `simulated` or `local`",
     );
@@ -194,7 +194,7 @@ pub async fn create_pool(
         id: new_id(),
         name,
         owner_tenant_id: (!input.shared).then(|| p.tenant_id().to_string()),
-        executor: input.executor,
+        executor: ExecutorKind::parse(&input.executor).unwrap_or(ExecutorKind::Simulated),
         nodes: input.nodes,
         gpu_hour_cost_cents: input.gpu_hour_cost_cents,
         created_at: now_ms(),
@@ -206,7 +206,7 @@ pub async fn create_pool(
         .bind(&pool.id)
         .bind(pool.owner_tenant_id.clone())
         .bind(&pool.name)
-        .bind(&pool.executor)
+        .bind(pool.executor.as_str())
         .bind(serde_json::to_string(&pool.nodes).unwrap_or_default())
         .bind(pool.gpu_hour_cost_cents)
         .bind(pool.created_at)

@@ -156,7 +156,7 @@ async fn queue_stats(
         if j.tenant_id != p.tenant_id() {
             continue;
         }
-        let m = if j.state == "queued" {
+        let m = if j.state == app::model::JobState::Queued {
             &mut waiting
         } else {
             &mut running

@@ -195,6 +195,41 @@ pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// Reads a text column into its enum (`JobState`, `StopReason`…). A value no variant names is
+/// a decode error (logged and answered as an internal error), never a default.
+pub fn text_enum<T>(r: &sqlx::any::AnyRow, col: &str) -> Result<T, sqlx::Error>
+where
+    T: std::str::FromStr<Err = app::model::UnknownValue>,
+{
+    use sqlx::Row;
+    let s: String = r.try_get(col)?;
+    s.parse()
+        .map_err(|e: app::model::UnknownValue| corrupt(col, e))
+}
+
+/// [`text_enum`] for a nullable column.
+pub fn opt_text_enum<T>(r: &sqlx::any::AnyRow, col: &str) -> Result<Option<T>, sqlx::Error>
+where
+    T: std::str::FromStr<Err = app::model::UnknownValue>,
+{
+    use sqlx::Row;
+    let s: Option<String> = r.try_get(col)?;
+    s.map(|s| {
+        s.parse()
+            .map_err(|e: app::model::UnknownValue| corrupt(col, e))
+    })
+    .transpose()
+}
+
+/// A stored value that cannot be what its column says: an error naming the column.
+pub fn corrupt(col: &str, e: impl std::fmt::Display) -> sqlx::Error {
+    tracing::error!(column = col, error = %e, "corrupt stored value");
+    sqlx::Error::ColumnDecode {
+        index: col.to_string(),
+        source: e.to_string().into(),
+    }
+}
+
 /// 0/1 flags as the store keeps them.
 pub fn flag(b: bool) -> i64 {
     i64::from(b)

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use serde::Deserialize;
 
-use app::model::RequestMeta;
+use app::model::{ProviderKind, RequestMeta};
 
 use super::auth::{cookie, safe_next, session_cookie};
 use crate::identity::sso::ldap;
@@ -71,8 +71,8 @@ pub async fn start(
             return to_login(&tenant, "sso_failed");
         }
     };
-    let started = match row.kind.as_str() {
-        "oidc" => oidc::start(
+    let started = match row.kind {
+        ProviderKind::Oidc => oidc::start(
             &state.store,
             &state.oidc,
             &state.config,
@@ -81,10 +81,10 @@ pub async fn start(
         )
         .await
         .map_err(|e| (e.code(), e.to_string())),
-        "saml" => saml::start(&state.store, &state.config, &row, safe_next(&q.next))
+        ProviderKind::Saml => saml::start(&state.store, &state.config, &row, safe_next(&q.next))
             .await
             .map_err(|e| (e.code(), e.to_string())),
-        _ => return to_login(&tenant, "sso_unknown"),
+        ProviderKind::Ldap => return to_login(&tenant, "sso_unknown"),
     };
     match started {
         Ok((url, browser)) => {
@@ -145,7 +145,7 @@ async fn callback(
         }
     };
     let provider = match sso::provider_by_id(&state.store, &pending.provider_id).await {
-        Ok(Some(p)) if p.enabled && p.kind == "oidc" && pending.verified.is_none() => p,
+        Ok(Some(p)) if p.enabled && p.kind == ProviderKind::Oidc && pending.verified.is_none() => p,
         _ => return to_login("", "sso_unknown"),
     };
     let tenant = provider.tenant_slug.clone();
@@ -221,7 +221,7 @@ pub async fn saml_acs(
         relay_state: String::new(),
     });
     let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
-        Ok(Some(r)) if r.kind == "saml" && r.enabled => r,
+        Ok(Some(r)) if r.kind == ProviderKind::Saml && r.enabled => r,
         Ok(_) => return to_login(&tenant, "sso_unknown"),
         Err(e) => {
             tracing::error!(error = %e, "saml acs");
@@ -304,7 +304,7 @@ async fn saml_finish_inner(
         }
     };
     let provider = match sso::provider_by_id(&state.store, &pending.provider_id).await {
-        Ok(Some(p)) if p.enabled && p.kind == "saml" => p,
+        Ok(Some(p)) if p.enabled && p.kind == ProviderKind::Saml => p,
         _ => return to_login("", "sso_unknown"),
     };
     let Some(login) = pending
@@ -324,7 +324,7 @@ pub async fn saml_metadata(
 ) -> Response {
     let tenant = tenant.to_lowercase();
     let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
-        Ok(Some(r)) if r.kind == "saml" => r,
+        Ok(Some(r)) if r.kind == ProviderKind::Saml => r,
         Ok(_) => {
             return crate::http::error::ApiError(crate::http::error::AppError::NotFound)
                 .into_response()
@@ -365,7 +365,7 @@ pub async fn ldap_login(
 ) -> Response {
     let tenant = tenant.to_lowercase();
     let row = match sso::provider_by_name(&state.store, &tenant, &provider).await {
-        Ok(Some(r)) if r.kind == "ldap" => r,
+        Ok(Some(r)) if r.kind == ProviderKind::Ldap => r,
         Ok(_) => return to_login(&tenant, "sso_unknown"),
         Err(e) => {
             tracing::error!(error = %e, "ldap sign-in");

@@ -98,10 +98,14 @@ async fn test_provider(
 
 /// "Test connection" for a provider of any kind (the API and the settings page).
 pub async fn test_connection(s: &AppState, row: &sso::ProviderRow) -> Vec<ConnectionCheck> {
-    match row.kind.as_str() {
-        "ldap" => ldap::test_connection(row, s.config.allow_private_idp_addresses).await,
-        "saml" => super::saml::test_connection(&s.config, row).await,
-        _ => oidc::test_connection(&s.oidc, row, s.config.allow_private_idp_addresses).await,
+    match row.kind {
+        ProviderKind::Ldap => {
+            ldap::test_connection(row, s.config.allow_private_idp_addresses).await
+        }
+        ProviderKind::Saml => super::saml::test_connection(&s.config, row).await,
+        ProviderKind::Oidc => {
+            oidc::test_connection(&s.oidc, row, s.config.allow_private_idp_addresses).await
+        }
     }
 }
 

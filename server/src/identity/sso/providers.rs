@@ -451,9 +451,9 @@ pub async fn sign_in_options(store: &Store, tenant_slug: &str) -> ApiResult<Sign
         .iter()
         .map(|r| {
             let name: String = r.try_get("name")?;
-            let kind: String = r.try_get("kind")?;
+            let kind: ProviderKind = crate::store::text_enum(r, "kind")?;
             Ok(SignInProvider {
-                start_url: if kind == "ldap" {
+                start_url: if kind == ProviderKind::Ldap {
                     format!("/auth/ldap/{slug}/{name}")
                 } else {
                     format!("/auth/sso/{slug}/{name}")

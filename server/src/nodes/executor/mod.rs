@@ -25,11 +25,8 @@ pub struct AbortCallback {
     pub timeout_ms: i64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AbortKind {
-    Bash,
-    Python,
-}
+/// The interpreter of the callback, and why a job is being stopped: the API's own enums.
+pub use app::model::{AbortKind, StopReason};
 
 /// One attempt of a job, as handed to the executor.
 #[derive(Clone, Debug)]
@@ -47,17 +44,6 @@ pub struct Launch {
     pub devices: Vec<(u32, u32)>,
     /// Simulated pools only: how long the job runs before it succeeds.
     pub duration_ms: Option<i64>,
-}
-
-/// Why a job is being stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// Its capacity is reclaimed; it will be requeued and resumed.
-    Preempt,
-    /// Its user or an admin aborted it.
-    Abort,
-    /// It ran past its maximum runtime.
-    MaxRuntime,
 }
 
 /// What an executor reports. `job_id` is the job's id.

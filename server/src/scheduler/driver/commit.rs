@@ -7,8 +7,8 @@ use super::*;
 pub(super) struct EventRow {
     pub(super) tenant_id: String,
     pub(super) job_id: String,
-    pub(super) from: Option<String>,
-    pub(super) to: String,
+    pub(super) from: Option<JobState>,
+    pub(super) to: JobState,
     pub(super) detail: String,
 }
 
@@ -127,7 +127,7 @@ pub(super) async fn admit_rows(
 pub(super) async fn flush_running(
     tx: &mut WriteTx,
     now: i64,
-    pending: &mut Vec<(String, String, String)>,
+    pending: &mut Vec<(String, String, JobState)>,
 ) -> Result<(), sqlx::Error> {
     for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
         let sql = format!(
@@ -137,7 +137,7 @@ pub(super) async fn flush_running(
         );
         let mut q = sqlx::query(&sql).bind(now);
         for (id, handle, from) in chunk {
-            q = q.bind(id).bind(handle).bind(from);
+            q = q.bind(id).bind(handle).bind(from.as_str());
         }
         q.execute(&mut *tx.tx).await?;
     }
@@ -175,8 +175,8 @@ pub(super) async fn insert_events(
                 .bind(r.tenant_id.clone())
                 .bind(r.job_id.clone())
                 .bind(at)
-                .bind(r.from.clone())
-                .bind(r.to.clone())
+                .bind(r.from.map(JobState::as_str))
+                .bind(r.to.as_str())
                 .bind(r.detail.clone());
         }
         q.execute(&mut *tx.tx).await?;
@@ -185,11 +185,15 @@ pub(super) async fn insert_events(
 }
 
 impl Driver {
+    /// What to hand each job's executor. A job whose stored row cannot be read back whole (a
+    /// corrupt `env`, `slices` or abort callback) is not launched without it: it comes back as
+    /// a `Lost` event with the reason, so it ends visibly and frees its capacity.
     pub(super) async fn launches(
         &self,
         ids: &[String],
-    ) -> Result<Vec<(String, Launch)>, sqlx::Error> {
+    ) -> Result<(Vec<(ExecutorKind, Launch)>, Vec<ExecEvent>), sqlx::Error> {
         let mut out = Vec::with_capacity(ids.len());
+        let mut corrupt = Vec::new();
         for chunk in ids.chunks(STATEMENT_PARAMS) {
             let sql = format!(
                 "SELECT j.id, j.command, j.image, j.env, j.checkpoint_dir, j.abort_kind, j.abort_command, j.abort_timeout_ms, j.duration_ms, j.resume_count,
@@ -202,46 +206,20 @@ impl Driver {
                 q = q.bind(id.clone());
             }
             for r in q.fetch_all(&self.store.pool).await? {
-                let env: std::collections::BTreeMap<String, String> =
-                    serde_json::from_str(&r.try_get::<String, _>("env")?).unwrap_or_default();
-                let slices: Option<String> = r.try_get("slices")?;
-                let abort = match (
-                    r.try_get::<Option<String>, _>("abort_kind")?,
-                    r.try_get::<Option<String>, _>("abort_command")?,
-                ) {
-                    (Some(kind), Some(command)) => Some(AbortCallback {
-                        kind: if kind == "python" {
-                            AbortKind::Python
-                        } else {
-                            AbortKind::Bash
-                        },
-                        command,
-                        timeout_ms: r.try_get("abort_timeout_ms")?,
-                    }),
-                    _ => None,
-                };
-                out.push((
-                    r.try_get::<String, _>("executor")?,
-                    Launch {
-                        job_id: r.try_get("id")?,
-                        resume_count: r.try_get("resume_count")?,
-                        command: r.try_get("command")?,
-                        image: r.try_get("image")?,
-                        env: env.into_iter().collect(),
-                        checkpoint_dir: r.try_get("checkpoint_dir")?,
-                        abort,
-                        node: r
-                            .try_get::<Option<String>, _>("node_name")?
-                            .unwrap_or_default(),
-                        devices: slices
-                            .and_then(|s| serde_json::from_str(&s).ok())
-                            .unwrap_or_default(),
-                        duration_ms: r.try_get("duration_ms")?,
-                    },
-                ));
+                let job_id: String = r.try_get("id")?;
+                match launch_from_row(&r) {
+                    Ok(l) => out.push(l),
+                    Err(e) => {
+                        tracing::error!(job = %job_id, error = %e, "scheduler: a job's stored row is corrupt; not launching it");
+                        corrupt.push(ExecEvent::Lost {
+                            job_id,
+                            reason: format!("its stored definition is corrupt ({e})"),
+                        });
+                    }
+                }
             }
         }
-        Ok(out)
+        Ok((out, corrupt))
     }
 
     /// Commits admissions, preemptions and wait reasons in one transaction with their events
@@ -311,8 +289,8 @@ impl Driver {
             events.push(EventRow {
                 tenant_id: j.tenant_id.clone(),
                 job_id: j.id.clone(),
-                from: Some("queued".into()),
-                to: "admitted".into(),
+                from: Some(JobState::Queued),
+                to: JobState::Admitted,
                 detail,
             });
             audits.push(BatchRecord {
@@ -373,7 +351,7 @@ impl Driver {
                 tenant_id: v.tenant_id.clone(),
                 job_id: v.id.clone(),
                 from: Some(v.state.clone()),
-                to: "preempting".into(),
+                to: JobState::Preempting,
                 detail: format!("preempting: {reason}; running its abort callback, then stopping"),
             });
             audits.push(BatchRecord {
@@ -430,8 +408,8 @@ impl Driver {
             .map(|(id, t, _)| EventRow {
                 tenant_id: t.clone(),
                 job_id: id.clone(),
-                from: Some("admitted".into()),
-                to: "starting".into(),
+                from: Some(JobState::Admitted),
+                to: JobState::Starting,
                 detail: "handed to the pool's executor".into(),
             })
             .collect();
@@ -449,9 +427,51 @@ impl Driver {
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();
-        for (kind, launch) in self.launches(&ids).await? {
-            self.executor(&kind).launch(launch).await;
+        let (launches, corrupt) = self.launches(&ids).await?;
+        for (kind, launch) in launches {
+            self.executor(kind).launch(launch).await;
+        }
+        if !corrupt.is_empty() {
+            self.apply_events(&corrupt).await?;
         }
         Ok(())
     }
+}
+
+/// One job's launch as stored: every column read whole or an error naming the corrupt one.
+fn launch_from_row(r: &AnyRow) -> Result<(ExecutorKind, Launch), sqlx::Error> {
+    let env: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&r.try_get::<String, _>("env")?).map_err(|e| corrupt("env", e))?;
+    let devices = match r.try_get::<Option<String>, _>("slices")? {
+        Some(s) => serde_json::from_str(&s).map_err(|e| corrupt("slices", e))?,
+        None => Vec::new(),
+    };
+    let abort = match (
+        opt_text_enum::<AbortKind>(r, "abort_kind")?,
+        r.try_get::<Option<String>, _>("abort_command")?,
+    ) {
+        (Some(kind), Some(command)) => Some(AbortCallback {
+            kind,
+            command,
+            timeout_ms: r.try_get("abort_timeout_ms")?,
+        }),
+        _ => None,
+    };
+    Ok((
+        text_enum(r, "executor")?,
+        Launch {
+            job_id: r.try_get("id")?,
+            resume_count: r.try_get("resume_count")?,
+            command: r.try_get("command")?,
+            image: r.try_get("image")?,
+            env: env.into_iter().collect(),
+            checkpoint_dir: r.try_get("checkpoint_dir")?,
+            abort,
+            node: r
+                .try_get::<Option<String>, _>("node_name")?
+                .unwrap_or_default(),
+            devices,
+            duration_ms: r.try_get("duration_ms")?,
+        },
+    ))
 }

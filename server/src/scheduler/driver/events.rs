@@ -3,6 +3,7 @@
 
 use super::commit::{flush_running, insert_events, placeholders, EventRow};
 use super::*;
+use crate::store::{opt_text_enum, text_enum};
 
 impl Driver {
     /// Commits what the executors reported, in one transaction.
@@ -28,8 +29,8 @@ impl Driver {
                     (
                         r.try_get("tenant_id")?,
                         r.try_get("name")?,
-                        r.try_get("state")?,
-                        r.try_get("stop_reason")?,
+                        text_enum::<JobState>(&r, "state")?,
+                        opt_text_enum::<StopReason>(&r, "stop_reason")?,
                         r.try_get("resume_count")?,
                         r.try_get("started_at")?,
                     ),
@@ -42,7 +43,7 @@ impl Driver {
         let mut changed_any = false;
         // `running` transitions are written together; any other write first flushes them,
         // so the statements still apply in event order.
-        let mut running: Vec<(String, String, String)> = Vec::new();
+        let mut running: Vec<(String, String, JobState)> = Vec::new();
         for ev in evs {
             let id = event_job(ev);
             let Some((tenant, name, state, stop_reason, resume_count, started_at)) =
@@ -53,18 +54,18 @@ impl Driver {
             if !matches!(ev, ExecEvent::Running { .. }) && !running.is_empty() {
                 flush_running(&mut tx, now, &mut running).await?;
             }
-            let live = LIVE.contains(&state.as_str()) && state != "queued";
+            let live = state.is_live() && *state != JobState::Queued;
             // (new state, detail, audit action, exit code) for a transition.
-            let mut transition: Option<(String, String, &'static str, Option<i64>)> = None;
+            let mut transition: Option<(JobState, String, &'static str, Option<i64>)> = None;
             match ev {
                 ExecEvent::Running { handle, .. } => {
-                    if state == "admitted" || state == "starting" {
-                        running.push((id.to_string(), handle.clone(), state.clone()));
+                    if matches!(*state, JobState::Admitted | JobState::Starting) {
+                        running.push((id.to_string(), handle.clone(), *state));
                         events.push(EventRow {
                             tenant_id: tenant.clone(),
                             job_id: id.to_string(),
-                            from: Some(state.clone()),
-                            to: "running".into(),
+                            from: Some(*state),
+                            to: JobState::Running,
                             detail: format!("running ({handle})"),
                         });
                         audits.push(BatchRecord {
@@ -74,7 +75,7 @@ impl Driver {
                             target_id: id.to_string(),
                             summary: json!({"name": name, "handle": handle}),
                         });
-                        *state = "running".into();
+                        *state = JobState::Running;
                         *started_at = Some(now);
                         changed_any = true;
                     } else if live {
@@ -90,12 +91,12 @@ impl Driver {
                 }
                 ExecEvent::Exited { code, .. } if live => {
                     let (to, action) = if *code == 0 {
-                        ("succeeded", "job.succeeded")
+                        (JobState::Succeeded, "job.succeeded")
                     } else {
-                        ("failed", "job.failed")
+                        (JobState::Failed, "job.failed")
                     };
                     transition = Some((
-                        to.into(),
+                        to,
                         format!("exited with code {code}"),
                         action,
                         Some(*code as i64),
@@ -105,8 +106,8 @@ impl Driver {
                     checkpointed,
                     detail,
                     ..
-                } if live => match stop_reason.as_deref() {
-                    Some("preempt") => {
+                } if live => match stop_reason {
+                    Some(StopReason::Preempt) => {
                         let n = *resume_count + 1;
                         sqlx::query(
                             "UPDATE jobs SET state = 'queued', resume_count = $1, pool_id = NULL, node = NULL, node_name = NULL, slices = NULL, over_quota = 0,
@@ -122,15 +123,15 @@ impl Driver {
                         events.push(EventRow {
                             tenant_id: tenant.clone(),
                             job_id: id.to_string(),
-                            from: Some(state.clone()),
-                            to: "preempted".into(),
+                            from: Some(*state),
+                            to: JobState::Preempted,
                             detail: detail.clone(),
                         });
                         events.push(EventRow {
                             tenant_id: tenant.clone(),
                             job_id: id.to_string(),
-                            from: Some("preempted".into()),
-                            to: "queued".into(),
+                            from: Some(JobState::Preempted),
+                            to: JobState::Queued,
                             detail: format!(
                                 "requeued to resume{} (attempt {})",
                                 if *checkpointed {
@@ -148,26 +149,26 @@ impl Driver {
                             target_id: id.to_string(),
                             summary: json!({"name": name, "checkpointed": checkpointed, "resume_count": n}),
                         });
-                        *state = "queued".into();
+                        *state = JobState::Queued;
                         *stop_reason = None;
                         *resume_count = n;
                         self.stops_sent.remove(id);
                         changed_any = true;
                     }
-                    Some("abort") => {
-                        transition = Some(("aborted".into(), detail.clone(), "job.aborted", None));
+                    Some(StopReason::Abort) => {
+                        transition = Some((JobState::Aborted, detail.clone(), "job.aborted", None));
                     }
-                    Some("max_runtime") => {
+                    Some(StopReason::MaxRuntime) => {
                         transition = Some((
-                            "failed".into(),
+                            JobState::Failed,
                             format!("exceeded its maximum runtime: {detail}"),
                             "job.failed",
                             None,
                         ));
                     }
-                    _ => {
+                    None => {
                         transition = Some((
-                            "lost".into(),
+                            JobState::Lost,
                             format!("stopped without a request: {detail}"),
                             "job.lost",
                             None,
@@ -175,14 +176,14 @@ impl Driver {
                     }
                 },
                 ExecEvent::Lost { reason, .. } if live => {
-                    transition = Some(("lost".into(), reason.clone(), "job.lost", None));
+                    transition = Some((JobState::Lost, reason.clone(), "job.lost", None));
                 }
                 _ => {}
             }
             if let Some((to, detail, action, code)) = transition {
                 let duration = started_at.map(|s| now - s);
                 sqlx::query("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL WHERE id = $5 AND state = $6")
-                    .bind(&to)
+                    .bind(to.as_str())
                     .bind(code)
                     .bind(&detail)
                     .bind(now)
@@ -193,8 +194,8 @@ impl Driver {
                 events.push(EventRow {
                     tenant_id: tenant.clone(),
                     job_id: id.to_string(),
-                    from: Some(state.clone()),
-                    to: to.clone(),
+                    from: Some(*state),
+                    to,
                     detail: detail.clone(),
                 });
                 audits.push(BatchRecord {
@@ -221,7 +222,14 @@ impl Driver {
 }
 
 /// (tenant, name, state, stop reason, resume count, started at) of a job an event is about.
-type EventJob = (String, String, String, Option<String>, i64, Option<i64>);
+type EventJob = (
+    String,
+    String,
+    JobState,
+    Option<StopReason>,
+    i64,
+    Option<i64>,
+);
 
 fn event_job(e: &ExecEvent) -> &str {
     match e {

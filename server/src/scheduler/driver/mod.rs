@@ -37,10 +37,9 @@ use sqlx::Row;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::Notify;
 
-use app::model::{format_gpus as gpus, PoolNode, RequestMeta};
+use app::model::{format_gpus as gpus, ExecutorKind, JobState, PoolNode, RequestMeta};
 
 use super::core::{self, Decisions, WaitReason};
-use super::jobs::LIVE;
 use crate::audit::{self, Actor, BatchRecord};
 use crate::clock::now_ms;
 pub use crate::config::DriverConfig;
@@ -52,7 +51,7 @@ use crate::nodes::executor::{
     AbortCallback, AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason,
 };
 use crate::store::STATEMENT_PARAMS;
-use crate::store::{new_id, Dialect, Store, WriteTx};
+use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
 /// Lets request handlers wake the driver, and shows its counters.
 #[derive(Clone, Default)]
@@ -226,11 +225,10 @@ impl Driver {
         }
     }
 
-    fn executor(&self, kind: &str) -> &Arc<dyn Executor> {
-        if kind == "local" {
-            &self.local
-        } else {
-            &self.sim
+    fn executor(&self, kind: ExecutorKind) -> &Arc<dyn Executor> {
+        match kind {
+            ExecutorKind::Local => &self.local,
+            ExecutorKind::Simulated => &self.sim,
         }
     }
 
@@ -253,20 +251,23 @@ impl Driver {
             info.insert(id, (handle, started.or(admitted).unwrap_or_else(now_ms)));
         }
         let ids: Vec<String> = info.keys().cloned().collect();
-        let launches = self.launches(&ids).await?;
+        let (launches, corrupt) = self.launches(&ids).await?;
         tracing::info!(
             jobs = launches.len(),
             "scheduler: adopting jobs after restart"
         );
         for (kind, launch) in launches {
             let (handle, started_at) = info.remove(&launch.job_id).unwrap_or((None, now_ms()));
-            self.executor(&kind)
+            self.executor(kind)
                 .adopt(Adopt {
                     launch,
                     handle,
                     started_at,
                 })
                 .await;
+        }
+        if !corrupt.is_empty() {
+            self.apply_events(&corrupt).await?;
         }
         Ok(())
     }
@@ -283,7 +284,7 @@ impl Driver {
         let to_launch: Vec<String> = loaded
             .jobs
             .iter()
-            .filter(|j| j.state == "admitted" && j.stop_reason.is_none())
+            .filter(|j| j.state == JobState::Admitted && j.stop_reason.is_none())
             .map(|j| j.id.clone())
             .chain(admitted)
             .collect();
@@ -291,27 +292,25 @@ impl Driver {
             self.launch(&to_launch).await?;
         }
         // Stops: preemptions (new and after a restart), aborts, runtime limits.
-        let mut stops: Vec<(String, StopReason, String)> = Vec::new();
+        let mut stops: Vec<(String, StopReason, ExecutorKind)> = Vec::new();
         let victims: HashSet<u64> = decisions.preempts.iter().map(|p| p.victim).collect();
         for (i, j) in loaded.jobs.iter().enumerate() {
             let executor = j
                 .pool_id
                 .as_ref()
                 .and_then(|p| loaded.pool_ids.iter().position(|x| x == p))
-                .map(|i| loaded.pool_executor[i].clone())
-                .unwrap_or_default();
-            let with_executor = matches!(j.state.as_str(), "starting" | "running" | "preempting");
+                .map(|i| loaded.pool_executor[i])
+                .unwrap_or(ExecutorKind::Simulated);
+            let with_executor = matches!(
+                j.state,
+                JobState::Starting | JobState::Running | JobState::Preempting
+            );
             let reason = if victims.contains(&(i as u64)) {
                 Some(StopReason::Preempt)
             } else if !with_executor {
                 None
             } else {
-                match j.stop_reason.as_deref() {
-                    Some("preempt") => Some(StopReason::Preempt),
-                    Some("abort") => Some(StopReason::Abort),
-                    Some("max_runtime") => Some(StopReason::MaxRuntime),
-                    _ => None,
-                }
+                j.stop_reason
             };
             if let Some(reason) = reason {
                 if !self.stops_sent.contains(&j.id) {
@@ -323,7 +322,7 @@ impl Driver {
         stops.extend(over_time);
         for (id, reason, executor) in stops {
             self.stops_sent.insert(id.clone());
-            self.executor(&executor)
+            self.executor(executor)
                 .stop(&id, reason, self.cfg.stop_grace_ms)
                 .await;
         }
@@ -343,12 +342,12 @@ impl Driver {
         &self,
         l: &Loaded,
         now: i64,
-    ) -> Result<Vec<(String, StopReason, String)>, sqlx::Error> {
+    ) -> Result<Vec<(String, StopReason, ExecutorKind)>, sqlx::Error> {
         let over: Vec<&LiveJob> = l
             .jobs
             .iter()
             .filter(|j| {
-                j.state == "running"
+                j.state == JobState::Running
                     && j.stop_reason.is_none()
                     && matches!((j.started_at, j.max_runtime_ms), (Some(s), Some(m)) if now >= s + m)
             })
@@ -374,8 +373,8 @@ impl Driver {
             events.push(EventRow {
                 tenant_id: j.tenant_id.clone(),
                 job_id: j.id.clone(),
-                from: Some("running".into()),
-                to: "running".into(),
+                from: Some(JobState::Running),
+                to: JobState::Running,
                 detail: format!(
                     "reached its maximum runtime of {} s; stopping",
                     limit / 1000
@@ -392,8 +391,8 @@ impl Driver {
                 .pool_id
                 .as_ref()
                 .and_then(|p| l.pool_ids.iter().position(|x| x == p))
-                .map(|i| l.pool_executor[i].clone())
-                .unwrap_or_default();
+                .map(|i| l.pool_executor[i])
+                .unwrap_or(ExecutorKind::Simulated);
             out.push((j.id.clone(), StopReason::MaxRuntime, executor));
         }
         insert_events(&mut tx, now, &events).await?;

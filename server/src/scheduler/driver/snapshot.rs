@@ -1,6 +1,7 @@
 //! Loading the store's view of live jobs, pools, groups and queues into a core snapshot.
 
 use super::*;
+use crate::store::{corrupt, opt_text_enum, text_enum};
 
 /// A live job as the driver loads it.
 #[derive(Clone, Debug)]
@@ -15,14 +16,14 @@ pub(crate) struct LiveJob {
     pub(crate) gpu_memory_mb: i64,
     pub(crate) priority: i64,
     pub(crate) preemptible: bool,
-    pub(crate) state: String,
+    pub(crate) state: JobState,
     pub(crate) wait_code: Option<String>,
     pub(crate) wait_reason: Option<String>,
     pub(crate) pool_id: Option<String>,
     pub(crate) node: Option<i64>,
     pub(crate) slices: Vec<(u32, u32)>,
     pub(crate) preempted_for: Option<String>,
-    pub(crate) stop_reason: Option<String>,
+    pub(crate) stop_reason: Option<StopReason>,
     pub(crate) max_runtime_ms: Option<i64>,
     pub(crate) submitted_at: i64,
     pub(crate) admitted_at: Option<i64>,
@@ -41,7 +42,7 @@ pub(crate) struct Loaded {
     pub(crate) snap: core::Snapshot,
     pub(crate) pool_ids: Vec<String>,
     pub(crate) pool_names: Vec<String>,
-    pub(crate) pool_executor: Vec<String>,
+    pub(crate) pool_executor: Vec<ExecutorKind>,
     pub(crate) node_names: Vec<Vec<String>>,
     pub(crate) groups: Vec<GroupInfo>,
     pub(crate) queue_group: Vec<u32>,
@@ -63,16 +64,17 @@ fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, s
         gpu_memory_mb: r.try_get("gpu_memory_mb")?,
         priority: r.try_get("priority")?,
         preemptible: r.try_get::<i64, _>("preemptible")? != 0,
-        state: r.try_get("state")?,
+        state: text_enum(r, "state")?,
         wait_code: r.try_get("wait_code")?,
         wait_reason: r.try_get("wait_reason")?,
         pool_id: r.try_get("pool_id")?,
         node: r.try_get("node")?,
-        slices: slices
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default(),
+        slices: match slices {
+            Some(s) => serde_json::from_str(&s).map_err(|e| corrupt("slices", e))?,
+            None => Vec::new(),
+        },
         preempted_for: r.try_get("preempted_for")?,
-        stop_reason: r.try_get("stop_reason")?,
+        stop_reason: opt_text_enum(r, "stop_reason")?,
         max_runtime_ms: r.try_get("max_runtime_ms")?,
         submitted_at: r.try_get("submitted_at")?,
         admitted_at: r.try_get("admitted_at")?,
@@ -119,7 +121,7 @@ pub(crate) async fn load(
         node_names.push(nodes.iter().map(|n| n.name.clone()).collect());
         pool_ids.push(id);
         pool_names.push(r.try_get("name")?);
-        pool_executor.push(r.try_get("executor")?);
+        pool_executor.push(text_enum(r, "executor")?);
     }
     let policy_rows = sqlx::query(
         "SELECT p.id, p.tenant_id, p.group_id, g.name AS group_name, p.reservation_milli, p.limit_milli, p.over_quota_weight, p.over_quota_allowed, p.exceed_users
@@ -186,7 +188,7 @@ pub(crate) async fn load(
         let idx = jobs.len() as u64;
         let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
         if let Some(q) = j.queue {
-            if j.state == "queued" {
+            if j.state == JobState::Queued {
                 if j.stop_reason.is_none() {
                     let g = &groups[queue_group[q as usize] as usize];
                     snap.pending.push(core::PendingJob {

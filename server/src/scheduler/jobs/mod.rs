@@ -20,13 +20,10 @@ use crate::audit;
 use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError};
 use crate::identity::require;
-use crate::store::{new_id, Store, WriteTx};
+use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Store, WriteTx};
 
 mod submit;
 pub use submit::*;
-
-pub const LIVE: &[&str] = &["queued", "admitted", "starting", "running", "preempting"];
-pub const TERMINAL: &[&str] = &["succeeded", "failed", "aborted", "lost"];
 
 pub const JOB_SELECT: &str = "SELECT j.id, j.queue_id, q.name AS queue_name, j.group_id, j.user_id, j.username, j.name, j.command, j.image, j.env, j.gpu_milli,
     j.priority_class, j.preemptible, j.state, j.wait_reason, j.wait_code, j.pool_id, j.node_name, j.slices, j.over_quota, j.stop_reason, j.resume_count,
@@ -36,6 +33,11 @@ pub const JOB_SELECT: &str = "SELECT j.id, j.queue_id, q.name AS queue_name, j.g
 pub fn job_from_row(r: &AnyRow) -> Result<Job, sqlx::Error> {
     let env: String = r.try_get("env")?;
     let slices: Option<String> = r.try_get("slices")?;
+    let env = serde_json::from_str(&env).map_err(|e| corrupt("env", e))?;
+    let slices = match slices {
+        Some(s) => serde_json::from_str(&s).map_err(|e| corrupt("slices", e))?,
+        None => Vec::new(),
+    };
     Ok(Job {
         id: r.try_get("id")?,
         queue_id: r.try_get("queue_id")?,
@@ -46,24 +48,22 @@ pub fn job_from_row(r: &AnyRow) -> Result<Job, sqlx::Error> {
         name: r.try_get("name")?,
         command: r.try_get("command")?,
         image: r.try_get("image")?,
-        env: serde_json::from_str(&env).unwrap_or_default(),
+        env,
         gpu_milli: r.try_get("gpu_milli")?,
         priority_class: r.try_get("priority_class")?,
         preemptible: r.try_get::<i64, _>("preemptible")? != 0,
-        state: r.try_get("state")?,
+        state: text_enum(r, "state")?,
         wait_reason: r.try_get("wait_reason")?,
         wait_code: r.try_get("wait_code")?,
         pool_id: r.try_get("pool_id")?,
         node_name: r.try_get("node_name")?,
-        slices: slices
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default(),
+        slices,
         over_quota: r.try_get::<i64, _>("over_quota")? != 0,
-        stop_reason: r.try_get("stop_reason")?,
+        stop_reason: opt_text_enum(r, "stop_reason")?,
         resume_count: r.try_get("resume_count")?,
         exit_code: r.try_get("exit_code")?,
         detail: r.try_get("detail")?,
-        abort_kind: r.try_get("abort_kind")?,
+        abort_kind: opt_text_enum(r, "abort_kind")?,
         abort_command: r.try_get("abort_command")?,
         abort_timeout_ms: r.try_get("abort_timeout_ms")?,
         checkpoint_dir: r.try_get("checkpoint_dir")?,
@@ -82,8 +82,8 @@ pub async fn event(
     tenant_id: &str,
     job_id: &str,
     at: i64,
-    from: Option<&str>,
-    to: &str,
+    from: Option<JobState>,
+    to: JobState,
     detail: &str,
 ) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)")
@@ -91,8 +91,8 @@ pub async fn event(
         .bind(tenant_id)
         .bind(job_id)
         .bind(at)
-        .bind(from)
-        .bind(to)
+        .bind(from.map(JobState::as_str))
+        .bind(to.as_str())
         .bind(detail)
         .execute(&mut *tx.tx)
         .await?;
@@ -135,7 +135,7 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
         return Err(AppError::field("limit", "must be between 1 and 500").into());
     }
     if let Some(s) = &f.state {
-        if !LIVE.contains(&s.as_str()) && !TERMINAL.contains(&s.as_str()) && s != "preempted" {
+        if JobState::parse(s).is_none() {
             return Err(AppError::field("state", "not a job state").into());
         }
     }
@@ -188,8 +188,8 @@ pub async fn job_detail(store: &Store, p: &Principal, id: &str) -> ApiResult<Job
         .map(|r| {
             Ok(JobEvent {
                 at: r.try_get("at")?,
-                from_state: r.try_get("from_state")?,
-                to_state: r.try_get("to_state")?,
+                from_state: opt_text_enum(r, "from_state")?,
+                to_state: text_enum(r, "to_state")?,
                 detail: r.try_get("detail")?,
             })
         })
@@ -201,27 +201,27 @@ pub async fn job_detail(store: &Store, p: &Principal, id: &str) -> ApiResult<Job
 /// callback runs first) and becomes `aborted` when the executor confirms.
 pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -> ApiResult<Job> {
     let job = get_job(store, p, id).await?;
-    if TERMINAL.contains(&job.state.as_str()) {
+    if job.state.is_terminal() {
         return Err(
             AppError::Conflict(format!("The job has already ended ({})", job.state)).into(),
         );
     }
-    if job.stop_reason.as_deref() == Some("abort") {
+    if job.stop_reason == Some(StopReason::Abort) {
         return Err(AppError::Conflict("The job is already being aborted".into()).into());
     }
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    let to = if job.state == "queued" || job.state == "admitted" {
-        "aborted"
+    let to = if matches!(job.state, JobState::Queued | JobState::Admitted) {
+        JobState::Aborted
     } else {
-        job.state.as_str()
+        job.state
     };
     let changed = sqlx::query("UPDATE jobs SET state = $1, stop_reason = 'abort', finished_at = CASE WHEN $1 = 'aborted' THEN $2 ELSE finished_at END, wait_code = NULL, wait_reason = NULL, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND state = $5")
-        .bind(to)
+        .bind(to.as_str())
         .bind(now)
         .bind(p.tenant_id())
         .bind(id)
-        .bind(&job.state)
+        .bind(job.state.as_str())
         .execute(&mut *tx.tx)
         .await?
         .rows_affected();
@@ -229,14 +229,14 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
         return Err(AppError::Conflict("The job changed meanwhile; try again".into()).into());
     }
     let detail = format!("aborted by {}", p.me.username);
-    if to == "aborted" {
+    if to == JobState::Aborted {
         event(
             &mut tx,
             p.tenant_id(),
             id,
             now,
-            Some(&job.state),
-            "aborted",
+            Some(job.state),
+            JobState::Aborted,
             &detail,
         )
         .await?;
@@ -246,8 +246,8 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
             p.tenant_id(),
             id,
             now,
-            Some(&job.state),
-            &job.state,
+            Some(job.state),
+            job.state,
             &format!("{detail}: stopping"),
         )
         .await?;

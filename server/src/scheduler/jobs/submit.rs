@@ -155,7 +155,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
     );
     if let Some(a) = &input.abort {
         v.check(
-            a.kind == "bash" || a.kind == "python",
+            AbortKind::parse(&a.kind).is_some(),
             "abort.kind",
             "must be `bash` or `python`",
         );
@@ -217,7 +217,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
     });
     let (abort_kind, abort_command, abort_timeout_ms) = match input.abort {
         Some(a) => (
-            Some(a.kind),
+            AbortKind::parse(&a.kind),
             Some(a.command),
             a.timeout_ms.unwrap_or(30_000),
         ),
@@ -237,7 +237,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         gpu_milli,
         priority_class: class.name,
         preemptible: class.preemptible,
-        state: "queued".into(),
+        state: JobState::Queued,
         wait_reason: None,
         wait_code: None,
         pool_id: None,
@@ -314,13 +314,13 @@ async fn insert_jobs(
                 .bind(&j.priority_class)
                 .bind(*priority)
                 .bind(flag(j.preemptible))
-                .bind(j.abort_kind.clone())
+                .bind(j.abort_kind.map(AbortKind::as_str))
                 .bind(j.abort_command.clone())
                 .bind(j.abort_timeout_ms)
                 .bind(j.checkpoint_dir.clone())
                 .bind(j.max_runtime_ms)
                 .bind(j.duration_ms)
-                .bind("queued")
+                .bind(JobState::Queued.as_str())
                 .bind(j.submitted_at)
                 .bind(j.queued_at)
                 .bind(j.submitted_at);
@@ -338,7 +338,7 @@ async fn insert_jobs(
                 .bind(&j.id)
                 .bind(j.submitted_at)
                 .bind(None::<String>)
-                .bind("queued")
+                .bind(JobState::Queued.as_str())
                 .bind("submitted");
         }
         q.execute(&mut *tx.tx).await?;

@@ -173,11 +173,7 @@ async fn admin_command(store: &Store, admin: AdminCommand) -> anyhow::Result<Exi
             let hash = password::hash(&pw)?;
             let now = now_ms();
             let mut tx = store.begin_write().await?;
-            sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
-                .bind(&hash)
-                .bind(&user_id)
-                .execute(&mut *tx.tx)
-                .await?;
+            directory::set_password_hash(&mut tx, &tenant_id, &user_id, Some(&hash)).await?;
             let revoked = directory::end_access(&mut tx, &tenant_id, &user_id, now, true).await?;
             audit::append(
                 &mut tx,

@@ -116,9 +116,16 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
         let mut tx = store.begin_write().await?;
         for (group, description, members) in t.groups {
             let gid = new_id();
-            sqlx::query("INSERT INTO groups (id, tenant_id, name, description, created_at) VALUES ($1, $2, $3, $4, $5)")
-                .bind(&gid).bind(&tenant.id).bind(*group).bind(*description).bind(now)
-                .execute(&mut *tx.tx).await?;
+            let row = directory::NewGroupRow {
+                id: &gid,
+                tenant_id: &tenant.id,
+                name: group,
+                description,
+                display_name: None,
+                external_id: None,
+                created_at: now,
+            };
+            directory::insert_group_row(&mut tx, &row).await?;
             audit::append(
                 &mut tx,
                 now,
@@ -135,9 +142,15 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
             .await?;
             for m in *members {
                 let uid = &ids[m];
-                sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at) VALUES ($1, $2, $3, $4)")
-                    .bind(&tenant.id).bind(&gid).bind(uid).bind(now)
-                    .execute(&mut *tx.tx).await?;
+                directory::insert_membership(
+                    &mut tx,
+                    &tenant.id,
+                    &gid,
+                    uid,
+                    now,
+                    directory::MemberSource::Local,
+                )
+                .await?;
                 audit::append(
                     &mut tx,
                     now,
@@ -157,9 +170,16 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
         for (project, parent) in t.projects {
             let pid = new_id();
             let parent_id = parent.and_then(|p| project_ids.get(p).cloned());
-            sqlx::query("INSERT INTO projects (id, tenant_id, name, description, parent_id, created_at) VALUES ($1, $2, $3, '', $4, $5)")
-                .bind(&pid).bind(&tenant.id).bind(*project).bind(parent_id.clone()).bind(now)
-                .execute(&mut *tx.tx).await?;
+            directory::insert_project_row(
+                &mut tx,
+                &pid,
+                &tenant.id,
+                project,
+                "",
+                parent_id.as_deref(),
+                now,
+            )
+            .await?;
             audit::append(
                 &mut tx,
                 now,

@@ -427,3 +427,53 @@ pub async fn revoke_token(
     tx.commit().await?;
     Ok(())
 }
+
+/// Ends every browser session of a user, in the caller's transaction.
+pub async fn end_sessions_of(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2")
+            .bind(tenant_id)
+            .bind(user_id)
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// Marks every still-valid API token of a user revoked (the token list shows why it stopped
+/// working), in the caller's transaction. Returns how many.
+pub async fn revoke_tokens_of(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    now: i64,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(
+        "UPDATE api_tokens SET revoked_at = $1 WHERE tenant_id = $2 AND user_id = $3 AND revoked_at IS NULL",
+    )
+    .bind(now)
+    .bind(tenant_id)
+    .bind(user_id)
+    .execute(&mut *tx.tx)
+    .await?
+    .rows_affected())
+}
+
+/// Deletes every session and API token of a user (the user is being deleted).
+pub async fn delete_credentials_of(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+) -> Result<(), sqlx::Error> {
+    end_sessions_of(tx, tenant_id, user_id).await?;
+    sqlx::query("DELETE FROM api_tokens WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant_id)
+        .bind(user_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
+}

@@ -17,6 +17,7 @@ use sqlx::{Any, AnyPool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 pub mod in_use;
+pub mod owners;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");

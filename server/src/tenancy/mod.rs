@@ -167,3 +167,18 @@ async fn get_tenant_handler(
 ) -> ApiResult<Json<TenantSummary>> {
     Ok(Json(get_tenant(&s.store, &p, &id).await?))
 }
+
+/// Turns password sign-in on or off for a tenant (its SSO settings), in the caller's
+/// transaction: `tenants` is written only here.
+pub async fn set_password_login(
+    tx: &mut crate::store::WriteTx,
+    tenant_id: &str,
+    on: bool,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE tenants SET password_login = $1 WHERE id = $2")
+        .bind(crate::store::flag(on))
+        .bind(tenant_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
+}

@@ -14,7 +14,7 @@ use crate::http::error::ApiError;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::identity::require;
-use crate::store::{in_use, new_id, Store};
+use crate::store::{in_use, new_id, Store, WriteTx};
 
 const GROUP_SELECT: &str = "SELECT g.id, g.tenant_id, g.name, g.description, g.created_at,
     (SELECT COUNT(*) FROM memberships m WHERE m.group_id = g.id) AS member_count FROM groups g";
@@ -106,15 +106,18 @@ pub async fn create_group(
     let now = now_ms();
     let id = new_id();
     let mut tx = store.begin_write().await?;
-    sqlx::query("INSERT INTO groups (id, tenant_id, name, description, created_at) VALUES ($1, $2, $3, $4, $5)")
-        .bind(&id)
-        .bind(p.tenant_id())
-        .bind(&name)
-        .bind(&description)
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await
-        .map_err(|e| unique_violation_as(e, AppError::field("name", "a group with this name exists")))?;
+    let row = NewGroupRow {
+        id: &id,
+        tenant_id: p.tenant_id(),
+        name: &name,
+        description: &description,
+        display_name: None,
+        external_id: None,
+        created_at: now,
+    };
+    insert_group_row(&mut tx, &row).await.map_err(|e| {
+        unique_violation_as(e, AppError::field("name", "a group with this name exists"))
+    })?;
     audit::record(
         &mut tx,
         now,
@@ -193,16 +196,7 @@ pub async fn delete_group(
     if let Some(why) = in_use::group(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }
-    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?;
-    sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?;
+    delete_group_row(&mut tx, p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
         now,
@@ -258,18 +252,24 @@ pub async fn add_member(
     };
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at) VALUES ($1, $2, $3, $4)")
-        .bind(p.tenant_id())
-        .bind(group_id)
-        .bind(user_id)
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await
-        .map_err(|e| unique_violation_as(e, AppError::Conflict(format!(
+    insert_membership(
+        &mut tx,
+        p.tenant_id(),
+        group_id,
+        user_id,
+        now,
+        MemberSource::Local,
+    )
+    .await
+    .map_err(|e| {
+        unique_violation_as(
+            e,
+            AppError::Conflict(format!(
                 "{} is already a member of {}",
                 user.username, group.name
-            ))
-            ))?;
+            )),
+        )
+    })?;
     audit::record(
         &mut tx,
         now,
@@ -311,12 +311,7 @@ pub async fn remove_member(
     .await?
     .ok_or(AppError::NotFound)?;
     let username: String = row.try_get("username")?;
-    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3")
-        .bind(p.tenant_id())
-        .bind(group_id)
-        .bind(user_id)
-        .execute(&mut *tx.tx)
-        .await?;
+    delete_membership(&mut tx, p.tenant_id(), group_id, user_id, "TRUE").await?;
     audit::record(
         &mut tx,
         now,
@@ -330,4 +325,150 @@ pub async fn remove_member(
     .await?;
     tx.commit().await?;
     Ok(())
+}
+
+// ---- rows: the only statements that write `groups` and `memberships` ------------------------
+
+/// A group row as every writer inserts it (the API, SCIM, the demo).
+pub struct NewGroupRow<'a> {
+    pub id: &'a str,
+    pub tenant_id: &'a str,
+    pub name: &'a str,
+    pub description: &'a str,
+    /// SCIM: the name the IdP gave it, and its id there.
+    pub display_name: Option<&'a str>,
+    pub external_id: Option<&'a str>,
+    pub created_at: i64,
+}
+
+/// Inserts a group row (a taken name is a unique violation).
+pub async fn insert_group_row(tx: &mut WriteTx, g: &NewGroupRow<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO groups (id, tenant_id, name, description, created_at, display_name, external_id) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+        .bind(g.id)
+        .bind(g.tenant_id)
+        .bind(g.name)
+        .bind(g.description)
+        .bind(g.created_at)
+        .bind(g.display_name)
+        .bind(g.external_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
+}
+
+/// Sets what SCIM keeps of a group: its display name and external id.
+pub async fn set_group_scim_fields(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    group_id: &str,
+    display_name: &str,
+    external_id: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE groups SET display_name = $1, external_id = $2 WHERE tenant_id = $3 AND id = $4",
+    )
+    .bind(display_name)
+    .bind(external_id)
+    .bind(tenant_id)
+    .bind(group_id)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(())
+}
+
+/// Deletes a group and its memberships.
+pub async fn delete_group_row(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    group_id: &str,
+) -> Result<u64, sqlx::Error> {
+    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2")
+        .bind(tenant_id)
+        .bind(group_id)
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(
+        sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant_id)
+            .bind(group_id)
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// Where a membership comes from: added by hand, by SCIM, or by an IdP's group sync (the
+/// provider's id). Sync removes only its own.
+#[derive(Clone, Copy, Debug)]
+pub enum MemberSource<'a> {
+    Local,
+    Scim,
+    Provider(&'a str),
+}
+
+impl MemberSource<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            MemberSource::Local => "local",
+            MemberSource::Scim => "scim",
+            MemberSource::Provider(id) => id,
+        }
+    }
+}
+
+/// Adds a user to a group (already a member: a unique violation).
+pub async fn insert_membership(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    group_id: &str,
+    user_id: &str,
+    now: i64,
+    source: MemberSource<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at, source) VALUES ($1, $2, $3, $4, $5)")
+        .bind(tenant_id)
+        .bind(group_id)
+        .bind(user_id)
+        .bind(now)
+        .bind(source.as_str())
+        .execute(&mut *tx.tx)
+        .await?;
+    Ok(())
+}
+
+/// Removes a user from a group when the user matches `only_if` (an SQL condition on `users u`,
+/// `TRUE` for any). Returns how many rows went.
+pub async fn delete_membership(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    group_id: &str,
+    user_id: &str,
+    only_if: &str,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(&format!(
+        "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3
+         AND user_id IN (SELECT u.id FROM users u WHERE {only_if})"
+    ))
+    .bind(tenant_id)
+    .bind(group_id)
+    .bind(user_id)
+    .execute(&mut *tx.tx)
+    .await?
+    .rows_affected())
+}
+
+/// Removes every membership an IdP's group sync added (the provider is being deleted).
+pub async fn delete_memberships_from(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    source: MemberSource<'_>,
+) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND source = $2")
+            .bind(tenant_id)
+            .bind(source.as_str())
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected(),
+    )
 }

@@ -13,7 +13,7 @@ use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_multiline, UNCLEAN};
 use crate::identity::require;
-use crate::store::{in_use, new_id, Store};
+use crate::store::{in_use, new_id, Store, WriteTx};
 
 const PROJECT_COLUMNS: &str = "id, tenant_id, name, description, parent_id, created_at";
 
@@ -89,16 +89,22 @@ pub async fn create_project(
     let now = now_ms();
     let id = new_id();
     let mut tx = store.begin_write().await?;
-    sqlx::query("INSERT INTO projects (id, tenant_id, name, description, parent_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(&id)
-        .bind(p.tenant_id())
-        .bind(&name)
-        .bind(&description)
-        .bind(input.parent_id.clone())
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await
-        .map_err(|e| unique_violation_as(e, AppError::field("name", "a project with this name exists")))?;
+    insert_project_row(
+        &mut tx,
+        &id,
+        p.tenant_id(),
+        &name,
+        &description,
+        input.parent_id.as_deref(),
+        now,
+    )
+    .await
+    .map_err(|e| {
+        unique_violation_as(
+            e,
+            AppError::field("name", "a project with this name exists"),
+        )
+    })?;
     audit::record(
         &mut tx,
         now,
@@ -197,5 +203,27 @@ pub async fn delete_project(
     )
     .await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Inserts a project row: the only statement that adds to `projects` (the API and the demo).
+pub async fn insert_project_row(
+    tx: &mut WriteTx,
+    id: &str,
+    tenant_id: &str,
+    name: &str,
+    description: &str,
+    parent_id: Option<&str>,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO projects (id, tenant_id, name, description, parent_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(id)
+        .bind(tenant_id)
+        .bind(name)
+        .bind(description)
+        .bind(parent_id)
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await?;
     Ok(())
 }

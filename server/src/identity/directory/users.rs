@@ -12,7 +12,7 @@ use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_text, UNCLEAN};
-use crate::identity::{password, require};
+use crate::identity::{password, require, tokens};
 use crate::store::{flag, new_id, Store, WriteTx};
 
 pub(crate) const USER_COLUMNS: &str = "id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at";
@@ -159,22 +159,27 @@ pub async fn insert_user(
         created_at: now,
     };
     let mut tx = store.begin_write().await?;
-    sqlx::query(
-        "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9)",
-    )
-    .bind(&user.id)
-    .bind(tenant_id)
-    .bind(&user.username)
-    .bind(&user.display_name)
-    .bind(user.email.clone())
-    .bind(password_hash)
-    .bind(flag(is_tenant_admin))
-    .bind(flag(is_platform_admin))
-    .bind(now)
-    .execute(&mut *tx.tx)
-    .await
-        .map_err(|e| unique_violation_as(e, AppError::field("username", "is already taken in this tenant")))?;
+    let row = NewUserRow {
+        id: &user.id,
+        tenant_id,
+        username: &user.username,
+        display_name: &user.display_name,
+        email: user.email.as_deref(),
+        password_hash: password_hash.as_deref(),
+        is_tenant_admin,
+        is_platform_admin,
+        disabled: false,
+        external_id: None,
+        provisioned_by: None,
+        scim_name: None,
+        created_at: now,
+    };
+    insert_user_row(&mut tx, &row).await.map_err(|e| {
+        unique_violation_as(
+            e,
+            AppError::field("username", "is already taken in this tenant"),
+        )
+    })?;
     audit::append(&mut tx, now, Record {
         tenant_id,
         actor,
@@ -253,12 +258,7 @@ pub async fn update_user(
         .execute(&mut *tx.tx)
         .await?;
     if let Some(h) = &new_hash {
-        sqlx::query("UPDATE users SET password_hash = $1 WHERE tenant_id = $2 AND id = $3")
-            .bind(h)
-            .bind(p.tenant_id())
-            .bind(id)
-            .execute(&mut *tx.tx)
-            .await?;
+        set_password_hash(&mut tx, p.tenant_id(), id, Some(h)).await?;
     }
     // A disabled account or a changed password ends every open browser session at once; a
     // password set by someone else (a reset) revokes the user's API tokens too. A user changing
@@ -336,30 +336,17 @@ pub async fn end_access(
     now: i64,
     revoke_tokens: bool,
 ) -> Result<u64, sqlx::Error> {
-    sqlx::query("DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2")
-        .bind(tenant_id)
-        .bind(user_id)
-        .execute(&mut *tx.tx)
-        .await?;
+    tokens::end_sessions_of(tx, tenant_id, user_id).await?;
     if !revoke_tokens {
         return Ok(0);
     }
-    let done = sqlx::query(
-        "UPDATE api_tokens SET revoked_at = $1 WHERE tenant_id = $2 AND user_id = $3 AND revoked_at IS NULL",
-    )
-    .bind(now)
-    .bind(tenant_id)
-    .bind(user_id)
-    .execute(&mut *tx.tx)
-    .await?;
-    Ok(done.rows_affected())
+    tokens::revoke_tokens_of(tx, tenant_id, user_id, now).await
 }
 
 /// Deletes a user with their sessions, tokens and memberships, inside the caller's transaction.
 pub async fn purge_user(tx: &mut WriteTx, tenant_id: &str, id: &str) -> Result<(), sqlx::Error> {
+    tokens::delete_credentials_of(tx, tenant_id, id).await?;
     for sql in [
-        "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
-        "DELETE FROM api_tokens WHERE tenant_id = $1 AND user_id = $2",
         "DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2",
         "DELETE FROM users WHERE tenant_id = $1 AND id = $2",
     ] {
@@ -400,4 +387,143 @@ pub async fn delete_user(
     .await?;
     tx.commit().await?;
     Ok(())
+}
+
+// ---- rows: the only statements that write `users` ----------------------------------------
+
+/// A user row as every writer inserts it: the API, SCIM, SSO's just-in-time creation, the CLI
+/// and the demo.
+pub struct NewUserRow<'a> {
+    pub id: &'a str,
+    pub tenant_id: &'a str,
+    pub username: &'a str,
+    pub display_name: &'a str,
+    pub email: Option<&'a str>,
+    pub password_hash: Option<&'a str>,
+    pub is_tenant_admin: bool,
+    pub is_platform_admin: bool,
+    pub disabled: bool,
+    /// SCIM: the IdP's id for the user, and who provisioned it (`scim`).
+    pub external_id: Option<&'a str>,
+    pub provisioned_by: Option<&'a str>,
+    /// SCIM: the `name` complex attribute as sent (JSON).
+    pub scim_name: Option<&'a str>,
+    pub created_at: i64,
+}
+
+/// Inserts a user row in the caller's transaction (a taken username is a unique violation).
+pub async fn insert_user_row(tx: &mut WriteTx, u: &NewUserRow<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at, external_id, provisioned_by, scim_name)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(u.id)
+    .bind(u.tenant_id)
+    .bind(u.username)
+    .bind(u.display_name)
+    .bind(u.email)
+    .bind(u.password_hash)
+    .bind(flag(u.is_tenant_admin))
+    .bind(flag(u.is_platform_admin))
+    .bind(flag(u.disabled))
+    .bind(u.created_at)
+    .bind(u.external_id)
+    .bind(u.provisioned_by)
+    .bind(u.scim_name)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(())
+}
+
+/// Keeps a user's name and e-mail as the IdP has them (each only when given).
+pub async fn set_profile_from_idp(
+    tx: &mut WriteTx,
+    user_id: &str,
+    display_name: Option<&str>,
+    email: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    if let Some(d) = display_name {
+        sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
+            .bind(d)
+            .bind(user_id)
+            .execute(&mut *tx.tx)
+            .await?;
+    }
+    if let Some(e) = email {
+        sqlx::query("UPDATE users SET email = $1 WHERE id = $2")
+            .bind(e)
+            .bind(user_id)
+            .execute(&mut *tx.tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) a user's password hash.
+pub async fn set_password_hash(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    hash: Option<&str>,
+) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("UPDATE users SET password_hash = $1 WHERE tenant_id = $2 AND id = $3")
+            .bind(hash)
+            .bind(tenant_id)
+            .bind(user_id)
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected(),
+    )
+}
+
+/// What SCIM keeps of a user.
+pub struct ScimUserFields<'a> {
+    pub display_name: &'a str,
+    pub email: Option<&'a str>,
+    pub external_id: Option<&'a str>,
+    pub disabled: bool,
+    pub scim_name: Option<&'a str>,
+}
+
+/// Writes what SCIM keeps of a user that `only_if` (an SQL condition on `users`, such as "not
+/// a local account") allows. Returns how many rows changed (0: not found or not allowed).
+pub async fn set_scim_fields(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    f: &ScimUserFields<'_>,
+    only_if: &str,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(&format!(
+        "UPDATE users SET display_name = $1, email = $2, external_id = $3, disabled = $4, scim_name = $5 WHERE tenant_id = $6 AND id = $7 AND {only_if}"
+    ))
+    .bind(f.display_name)
+    .bind(f.email)
+    .bind(f.external_id)
+    .bind(flag(f.disabled))
+    .bind(f.scim_name)
+    .bind(tenant_id)
+    .bind(user_id)
+    .execute(&mut *tx.tx)
+    .await?
+    .rows_affected())
+}
+
+/// Renames a user (a taken name is a unique violation); 0 when the name is unchanged.
+pub async fn rename_user(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    username: &str,
+) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(
+        "UPDATE users SET username = $1 WHERE tenant_id = $2 AND id = $3 AND username <> $1",
+    )
+    .bind(username)
+    .bind(tenant_id)
+    .bind(user_id)
+    .execute(&mut *tx.tx)
+    .await?
+    .rows_affected())
 }

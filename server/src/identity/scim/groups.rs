@@ -19,7 +19,7 @@ use super::users::managed;
 use super::{location, meta_of, patch, record, rfc3339, tenant, GROUP_SCHEMA};
 use crate::clock::now_ms;
 use crate::http::text;
-use crate::identity::directory::slug_ok;
+use crate::identity::directory::{self, slug_ok, MemberSource};
 use crate::state::AppState;
 use crate::store::{new_id, Store, WriteTx};
 
@@ -258,13 +258,7 @@ async fn set_members(
                 "no user {uid} managed by SCIM in this tenant"
             )));
         };
-        sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at, source) VALUES ($1, $2, $3, $4, 'scim')")
-            .bind(tenant)
-            .bind(group.0)
-            .bind(uid)
-            .bind(now)
-            .execute(&mut *tx.tx)
-            .await?;
+        directory::insert_membership(tx, tenant, group.0, uid, now, MemberSource::Scim).await?;
         super::record(
             tx,
             tenant,
@@ -277,17 +271,7 @@ async fn set_members(
         .await?;
     }
     for uid in remove {
-        let gone = sqlx::query(&format!(
-            "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3
-             AND user_id IN (SELECT u.id FROM users u WHERE {})",
-            managed("u")
-        ))
-        .bind(tenant)
-        .bind(group.0)
-        .bind(uid)
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
+        let gone = directory::delete_membership(tx, tenant, group.0, uid, &managed("u")).await?;
         if gone > 0 {
             super::record(
                 tx,
@@ -331,16 +315,17 @@ pub async fn create_group(
     let meta = meta_of(&headers);
     let id = new_id();
     let mut tx = state.store.begin_write().await?;
-    let r = sqlx::query("INSERT INTO groups (id, tenant_id, name, description, created_at, display_name, external_id) VALUES ($1, $2, $3, $4, $5, $6, $7)")
-        .bind(&id)
-        .bind(&tenant)
-        .bind(&name)
-        .bind(format!("Provisioned by SCIM as “{}”", input.display_name))
-        .bind(now_ms())
-        .bind(&input.display_name)
-        .bind(input.external_id.clone())
-        .execute(&mut *tx.tx)
-        .await;
+    let description = format!("Provisioned by SCIM as “{}”", input.display_name);
+    let row = directory::NewGroupRow {
+        id: &id,
+        tenant_id: &tenant,
+        name: &name,
+        description: &description,
+        display_name: Some(&input.display_name),
+        external_id: input.external_id.as_deref(),
+        created_at: now_ms(),
+    };
+    let r = directory::insert_group_row(&mut tx, &row).await;
     if let Err(e) = r {
         return Err(unique_or(e, "a group with this name exists"));
     }
@@ -370,13 +355,14 @@ async fn write(
     let mut tx = state.store.begin_write().await?;
     let shown = g.display_name.as_deref().unwrap_or(&g.name);
     if shown != input.display_name || g.external_id != input.external_id {
-        sqlx::query("UPDATE groups SET display_name = $1, external_id = $2 WHERE tenant_id = $3 AND id = $4")
-            .bind(&input.display_name)
-            .bind(input.external_id.clone())
-            .bind(tenant)
-            .bind(&g.id)
-            .execute(&mut *tx.tx)
-            .await?;
+        directory::set_group_scim_fields(
+            &mut tx,
+            tenant,
+            &g.id,
+            &input.display_name,
+            input.external_id.as_deref(),
+        )
+        .await?;
         record(&mut tx, tenant, meta, "group.update", "group", &g.id,
             json!({"name": g.name, "display_name": input.display_name, "external_id": input.external_id, "via": "scim"})).await?;
     }
@@ -438,11 +424,7 @@ pub async fn delete_group(
     if let Some(why) = crate::store::in_use::group(&mut tx, &tenant, &id).await? {
         return Err(ScimError::new(StatusCode::CONFLICT, None, why));
     }
-    sqlx::query("DELETE FROM groups WHERE tenant_id = $1 AND id = $2")
-        .bind(&tenant)
-        .bind(&id)
-        .execute(&mut *tx.tx)
-        .await?;
+    directory::delete_group_row(&mut tx, &tenant, &id).await?;
     record(
         &mut tx,
         &tenant,

@@ -17,7 +17,7 @@ use crate::clock::now_ms;
 use crate::http::text;
 use crate::identity::directory::{self, slug_ok};
 use crate::state::AppState;
-use crate::store::{flag, new_id, Store, WriteTx};
+use crate::store::{new_id, Store, WriteTx};
 
 /// A user as SCIM sees it.
 pub struct ScimUser {
@@ -312,21 +312,23 @@ pub async fn create_user(
     let meta = meta_of(&headers);
     let id = new_id();
     let mut tx = state.store.begin_write().await?;
-    let inserted = sqlx::query(
-        "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at, external_id, provisioned_by, scim_name)
-         VALUES ($1, $2, $3, $4, $5, NULL, 0, 0, $6, $7, $8, 'scim', $9)",
-    )
-    .bind(&id)
-    .bind(&tenant)
-    .bind(&input.username)
-    .bind(&input.display_name)
-    .bind(input.email.clone())
-    .bind(flag(!input.active))
-    .bind(now_ms())
-    .bind(input.external_id.clone())
-    .bind(name_json(&input))
-    .execute(&mut *tx.tx)
-    .await;
+    let scim_name = name_json(&input);
+    let row = directory::NewUserRow {
+        id: &id,
+        tenant_id: &tenant,
+        username: &input.username,
+        display_name: &input.display_name,
+        email: input.email.as_deref(),
+        password_hash: None,
+        is_tenant_admin: false,
+        is_platform_admin: false,
+        disabled: !input.active,
+        external_id: input.external_id.as_deref(),
+        provisioned_by: Some("scim"),
+        scim_name: scim_name.as_deref(),
+        created_at: now_ms(),
+    };
+    let inserted = directory::insert_user_row(&mut tx, &row).await;
     if let Err(e) = inserted {
         return Err(unique_or(e, "a user with this userName exists"));
     }
@@ -343,31 +345,19 @@ async fn write(
     id: &str,
     input: &UserInput,
 ) -> Result<(), ScimError> {
-    let changed = sqlx::query(&format!(
-        "UPDATE users SET display_name = $1, email = $2, external_id = $3, disabled = $4, scim_name = $5 WHERE tenant_id = $6 AND id = $7 AND {}",
-        managed("users")
-    ))
-    .bind(&input.display_name)
-    .bind(input.email.clone())
-    .bind(input.external_id.clone())
-    .bind(flag(!input.active))
-    .bind(name_json(input))
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx.tx)
-    .await?
-    .rows_affected();
+    let scim_name = name_json(input);
+    let fields = directory::ScimUserFields {
+        display_name: &input.display_name,
+        email: input.email.as_deref(),
+        external_id: input.external_id.as_deref(),
+        disabled: !input.active,
+        scim_name: scim_name.as_deref(),
+    };
+    let changed = directory::set_scim_fields(tx, tenant, id, &fields, &managed("users")).await?;
     if changed == 0 {
         return Err(ScimError::not_found());
     }
-    let renamed = sqlx::query(
-        "UPDATE users SET username = $1 WHERE tenant_id = $2 AND id = $3 AND username <> $1",
-    )
-    .bind(&input.username)
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx.tx)
-    .await;
+    let renamed = directory::rename_user(tx, tenant, id, &input.username).await;
     if let Err(e) = renamed {
         return Err(unique_or(e, "a user with this userName exists"));
     }

@@ -16,7 +16,7 @@ use crate::audit::{self, Actor, Record};
 use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError};
 use crate::http::text::{self};
-use crate::identity::directory::slug_ok;
+use crate::identity::directory::{self, slug_ok, MemberSource};
 use crate::identity::tokens;
 use crate::store::{Store, WriteTx};
 
@@ -219,12 +219,7 @@ pub async fn finish_login(
     .await?;
     let user_id = match linked {
         Some(id) => {
-            sqlx::query("UPDATE external_identities SET last_login_at = $1 WHERE provider_id = $2 AND subject = $3")
-                .bind(now)
-                .bind(&provider.id)
-                .bind(&login.subject)
-                .execute(&mut *tx.tx)
-                .await?;
+            sso_link::touch(&mut tx, &provider.id, &login.subject, now).await?;
             id
         }
         None => match sso_link::link_or_create(&mut tx, provider, &login, now, meta).await? {
@@ -246,24 +241,18 @@ pub async fn finish_login(
         return Ok(Finished::Refused(Refusal::Disabled));
     }
     // Keep name and email as the IdP has them.
-    if let Some(d) = login
+    let display = login
         .display_name
         .as_deref()
         .filter(|d| !d.trim().is_empty())
-    {
-        sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
-            .bind(d.chars().take(100).collect::<String>())
-            .bind(&user_id)
-            .execute(&mut *tx.tx)
-            .await?;
-    }
-    if login.email.is_some() {
-        sqlx::query("UPDATE users SET email = $1 WHERE id = $2")
-            .bind(login.email.clone())
-            .bind(&user_id)
-            .execute(&mut *tx.tx)
-            .await?;
-    }
+        .map(|d| d.chars().take(100).collect::<String>());
+    directory::set_profile_from_idp(
+        &mut tx,
+        &user_id,
+        display.as_deref(),
+        login.email.as_deref(),
+    )
+    .await?;
     let changes = sync_groups(&mut tx, provider, &me, &login.groups, now, meta).await?;
     let (session, _csrf) = tokens::insert_session(&mut tx, &me, now, ttl_ms).await?;
     audit::append(
@@ -364,14 +353,15 @@ async fn sync_groups(
         if current.iter().any(|(g, _)| g == *gid) {
             continue;
         }
-        sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at, source) VALUES ($1, $2, $3, $4, $5)")
-            .bind(&me.tenant_id)
-            .bind(*gid)
-            .bind(&me.user_id)
-            .bind(now)
-            .bind(&provider.id)
-            .execute(&mut *tx.tx)
-            .await?;
+        directory::insert_membership(
+            tx,
+            &me.tenant_id,
+            gid,
+            &me.user_id,
+            now,
+            MemberSource::Provider(&provider.id),
+        )
+        .await?;
         let name = name_of.get(*gid).map(|s| s.as_str()).unwrap_or_default();
         added.push(name.to_string());
         audit::append(
@@ -393,14 +383,7 @@ async fn sync_groups(
         if source != &provider.id || wanted_ids.contains(gid) {
             continue;
         }
-        sqlx::query(
-            "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3",
-        )
-        .bind(&me.tenant_id)
-        .bind(gid)
-        .bind(&me.user_id)
-        .execute(&mut *tx.tx)
-        .await?;
+        directory::delete_membership(tx, &me.tenant_id, gid, &me.user_id, "TRUE").await?;
         let name = name_of.get(gid).map(|s| s.as_str()).unwrap_or_default();
         removed.push(name.to_string());
         audit::append(

@@ -18,6 +18,7 @@ use app::model::RequestMeta;
 
 use super::{clean_username, ExternalLogin, ProviderRow, Refusal};
 use crate::audit::{self, Record};
+use crate::identity::directory;
 use crate::store::{new_id, WriteTx};
 
 /// Whether the IdP's e-mail address may link the pre-provisioned user whose address is
@@ -104,18 +105,23 @@ pub(super) async fn link_or_create(
         .clone()
         .filter(|d| !d.trim().is_empty())
         .unwrap_or_else(|| username.clone());
-    sqlx::query(
-        "INSERT INTO users (id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at)
-         VALUES ($1, $2, $3, $4, $5, NULL, 0, 0, 0, $6)",
-    )
-    .bind(&id)
-    .bind(&provider.tenant_id)
-    .bind(&username)
-    .bind(display.chars().take(100).collect::<String>())
-    .bind(login.email.clone())
-    .bind(now)
-    .execute(&mut *tx.tx)
-    .await?;
+    let display: String = display.chars().take(100).collect();
+    let row = directory::NewUserRow {
+        id: &id,
+        tenant_id: &provider.tenant_id,
+        username: &username,
+        display_name: &display,
+        email: login.email.as_deref(),
+        password_hash: None,
+        is_tenant_admin: false,
+        is_platform_admin: false,
+        disabled: false,
+        external_id: None,
+        provisioned_by: None,
+        scim_name: None,
+        created_at: now,
+    };
+    directory::insert_user_row(tx, &row).await?;
     link(tx, provider, &login.subject, &id, now).await?;
     audit::append(
         tx,
@@ -172,6 +178,24 @@ pub fn domain_ok(d: &str) -> bool {
                 && !label.ends_with('-')
                 && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         })
+}
+
+/// Notes a sign-in through an existing link.
+pub async fn touch(
+    tx: &mut WriteTx,
+    provider_id: &str,
+    subject: &str,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE external_identities SET last_login_at = $1 WHERE provider_id = $2 AND subject = $3",
+    )
+    .bind(now)
+    .bind(provider_id)
+    .bind(subject)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -402,12 +402,12 @@ pub async fn delete_provider(
     let existing = provider_row(store, p, id).await?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    let removed = sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND source = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
+    let removed = crate::identity::directory::delete_memberships_from(
+        &mut tx,
+        p.tenant_id(),
+        crate::identity::directory::MemberSource::Provider(id),
+    )
+    .await?;
     sqlx::query("DELETE FROM identity_providers WHERE tenant_id = $1 AND id = $2")
         .bind(p.tenant_id())
         .bind(id)
@@ -489,11 +489,7 @@ pub async fn set_sign_in_settings(
     require(p, Action::ManageDirectory)?;
     let now = now_ms();
     let mut tx = store.begin_write().await?;
-    sqlx::query("UPDATE tenants SET password_login = $1 WHERE id = $2")
-        .bind(flag(input.password_login))
-        .bind(p.tenant_id())
-        .execute(&mut *tx.tx)
-        .await?;
+    crate::tenancy::set_password_login(&mut tx, p.tenant_id(), input.password_login).await?;
     audit::record(
         &mut tx,
         now,

@@ -7,7 +7,7 @@ pub mod client_ip;
 pub mod headers;
 pub mod sso;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Request, State};
 use axum::http::Uri;
@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use leptos::prelude::provide_context;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, AxumRouteListing, LeptosRoutes};
 
 use app::backend::SharedBackend;
 use app::model::Principal;
@@ -27,7 +27,7 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     let backend: SharedBackend = Arc::new(backend::WebBackend {
         state: state.clone(),
     });
-    let leptos_routes = generate_route_list(app::App);
+    let leptos_routes = page_routes();
     let options = state.leptos.clone();
     router
         .route("/", get(home))
@@ -52,6 +52,19 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
             move || app::shell(options.clone()),
         )
         .fallback(fallback)
+}
+
+/// The pages' routes, generated once per process.
+///
+/// `generate_route_list` renders the app once under leptos_server's `SuppressResourceLoad`
+/// guard, which sets a process-wide flag: a `Resource` first polled while it is set, by any
+/// request on any thread, waits forever, and the page waiting for it (`SsrMode::Async`) never
+/// answers. Generated once, before the first router exists, the flag is never up while a page
+/// renders. (The server builds one router; the tests build one per app, while other tests'
+/// pages render: that was the integration suite's rare hang.)
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
 }
 
 async fn home(principal: Option<axum::Extension<Principal>>) -> Redirect {

@@ -76,7 +76,17 @@ impl TestDb {
     /// Drops the PostgreSQL schema (SQLite's folder goes with the TempDir).
     pub async fn cleanup(self) {
         if let Some(schema) = self.schema {
-            self.store.pool.close().await;
+            let pool = self.store.pool.clone();
+            if tokio::time::timeout(std::time::Duration::from_secs(20), pool.close())
+                .await
+                .is_err()
+            {
+                panic!(
+                    "the test left {} of {} database connections checked out (a task still holds them)",
+                    pool.size() as usize - pool.num_idle(),
+                    pool.size()
+                );
+            }
             if let Ok(admin) = sqlx::AnyPool::connect(&postgres_base()).await {
                 let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
                     .execute(&admin)

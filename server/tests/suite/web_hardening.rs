@@ -13,7 +13,9 @@ both_stores!(
     metrics_need_the_token_or_this_host,
     sign_in_options_do_not_reveal_tenants,
     security_headers_on_every_response,
-    free_text_refuses_control_and_bidi_characters
+    free_text_refuses_control_and_bidi_characters,
+    no_server_function_answers_a_cross_site_post,
+    pages_answer_while_other_routers_are_built
 );
 
 async fn request_ids_are_plain_tokens(kind: Kind) {
@@ -317,5 +319,112 @@ async fn free_text_refuses_control_and_bidi_characters(kind: Kind) {
         )
         .await;
     assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.text);
+    app.finish().await;
+}
+
+/// CSRF is one layer for every page action: a cross-site POST to any registered server
+/// function, with a valid session cookie, is refused before the function runs. The list comes
+/// from the server function registry, so a new one cannot be left out.
+async fn no_server_function_answers_a_cross_site_post(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let form = format!(
+        "tenant=acme&username=admin&password={}&next=%2Fsettings",
+        crate::common::PASSWORD
+    );
+    let signed_in = app
+        .raw(
+            Request::post("/auth/login")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(form))
+                .unwrap(),
+        )
+        .await;
+    let cookie = signed_in.headers[header::SET_COOKIE].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let paths: Vec<&str> = server_fn::axum::server_fn_paths()
+        .filter(|(_, m)| *m == Method::POST)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        paths.len() >= 30,
+        "only {} server functions found",
+        paths.len()
+    );
+    let before: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log")
+        .fetch_one(&app.state.store.pool)
+        .await
+        .unwrap();
+    for path in &paths {
+        for (name, value) in [
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ] {
+            let resp = app
+                .raw(
+                    Request::post(*path)
+                        .header(header::HOST, "sy.example")
+                        .header(header::COOKIE, &cookie)
+                        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                        .header(name, value)
+                        .body(Body::from(
+                            "csrf=x&name=evil&user_id=x&group_id=x&job_id=x&id=x",
+                        ))
+                        .unwrap(),
+                )
+                .await;
+            assert_eq!(
+                resp.status,
+                StatusCode::FORBIDDEN,
+                "{path} with {name}: {}",
+                resp.text
+            );
+        }
+    }
+    let after: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log")
+        .fetch_one(&app.state.store.pool)
+        .await
+        .unwrap();
+    assert_eq!(before, after, "a refused request changed something");
+    app.finish().await;
+}
+
+/// Building a router used to render the app under Leptos' process-wide "suppress resource
+/// loads" flag; a page whose resource started meanwhile, in any other router, waited forever
+/// (the suite's rare hang). Pages must answer while routers are being built.
+async fn pages_answer_while_other_routers_are_built(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let state = app.state.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let building = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut built = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _router = switchyard::http::app(state.clone());
+                built += 1;
+                tokio::task::yield_now().await;
+            }
+            built
+        })
+    };
+    for i in 0..40 {
+        let page = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            app.raw(Request::get("/t/acme/login").body(Body::empty()).unwrap()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the sign-in page did not answer (request {i})"));
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(
+            page.text.contains("acme") || page.text.contains("Sign in"),
+            "{}",
+            page.text
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let built = building.await.unwrap();
+    assert!(built > 0, "no router was built meanwhile");
     app.finish().await;
 }

@@ -13,8 +13,7 @@ use super::errors::{scim_json, ScimError, ScimType};
 use super::schemas::{Attr, ResourceSchema};
 use super::{LIST_SCHEMA, SEARCH_SCHEMA};
 
-/// The most resources one page holds (`filter.maxResults`).
-pub const MAX_RESULTS: usize = 200;
+pub use super::schemas::MAX_RESULTS;
 
 /// What a list or search asks for.
 #[derive(Debug, Default)]

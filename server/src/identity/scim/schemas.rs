@@ -9,8 +9,10 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::errors::{scim_json, ScimError};
-use super::query::MAX_RESULTS;
 use super::{location, GROUP_SCHEMA, LIST_SCHEMA, USER_SCHEMA};
+
+/// The most resources one page holds (`filter.maxResults`).
+pub const MAX_RESULTS: usize = 200;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttrType {

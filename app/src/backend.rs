@@ -59,6 +59,7 @@ pub trait Backend: Send + Sync + 'static {
         p: &Principal,
         meta: &RequestMeta,
         input: SubmitJob,
+        idempotency_key: Option<String>,
     ) -> Result<Job, AppError>;
     async fn abort_job(
         &self,

@@ -466,7 +466,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
         job(&queues["forecast"], "demand-forecast", 1000, hour),
     ));
     for (who, j) in submit {
-        jobs::submit(store, who, meta, j, Default::default())
+        jobs::submit(store, who, meta, j, Default::default(), None)
             .await
             .map_err(err)?;
     }
@@ -511,7 +511,7 @@ pub fn reclaim_later(
                 .fetch_one(&store.pool)
                 .await?;
             for i in 3..=6 {
-                crate::scheduler::jobs::submit(&store, &carol, &meta, job(&queue, &format!("llama-serve-{i}"), 1000, 4 * 3_600_000), Default::default())
+                crate::scheduler::jobs::submit(&store, &carol, &meta, job(&queue, &format!("llama-serve-{i}"), 1000, 4 * 3_600_000), Default::default(), None)
                     .await
                     .map_err(|e| anyhow::anyhow!("{:?}", e.0))?;
             }

@@ -78,6 +78,7 @@ pub async fn submit_job_form(
     abort_kind: String,
     abort_command: String,
     abort_timeout_s: String,
+    #[server(default)] idempotency_key: Option<String>,
 ) -> Result<Job, AppError> {
     ctx::answer(
         async move {
@@ -112,7 +113,10 @@ pub async fn submit_job_form(
                 max_runtime_ms,
                 duration_ms,
             };
-            c.backend.submit_job(&c.principal, &c.meta, input).await
+            let key = idempotency_key.filter(|k| !k.is_empty());
+            c.backend
+                .submit_job(&c.principal, &c.meta, input, key)
+                .await
         }
         .await,
     )

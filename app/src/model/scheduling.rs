@@ -250,6 +250,9 @@ pub struct PortalOverview {
     pub queues: Vec<Queue>,
     pub jobs: Vec<Job>,
     pub groups: Vec<GroupUsage>,
+    /// The `Idempotency-Key` the submit form sends: it changes once a job of this user is
+    /// stored, so a second click on the same form creates nothing.
+    pub submit_key: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -138,6 +138,7 @@ fn Portal(
                     view! {
                         <ActionForm action=submit>
                             <CsrfField/>
+                            <input type="hidden" name="idempotency_key" value=d.submit_key.clone()/>
                             <div class="space-y-4">
                                 <div>
                                     <label class=LABEL for="job-queue">"Queue"</label>

@@ -2,13 +2,15 @@
 //! Jobs: submit, list, detail with history, abort. Changes wake the scheduler.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use app::model::*;
 
+use super::jobs::idempotency::{self, IdemKey};
 use super::jobs::{self, JobFilter};
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::{ApiJson, ApiQuery};
@@ -184,29 +186,73 @@ async fn list_jobs(
 
 /// Submit a job to a queue of one of your groups. It starts `queued`; `wait_reason` says why
 /// it waits, in plain words, until the scheduler admits it.
-#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = SubmitJob, responses((status = 201, body = Job), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
+#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = SubmitJob, params(("Idempotency-Key" = Option<String>, Header, description = "Retries with the same key and body return the job the first request created (`Idempotent-Replayed: true`) instead of a new one; another body with the key is 422. Kept 24 h.")), responses((status = 201, body = Job), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
 async fn submit_job(
     State(s): State<AppState>,
     Caller(p, meta): Caller,
+    headers: HeaderMap,
     ApiJson(input): ApiJson<SubmitJob>,
-) -> ApiResult<(StatusCode, Json<Job>)> {
-    let job = jobs::submit(&s.store, &p, &meta, input, (&*s.config).into()).await?;
+) -> ApiResult<Response> {
+    let key = idem_key(&headers, &input)?;
+    let done = jobs::submit(
+        &s.store,
+        &p,
+        &meta,
+        input,
+        (&*s.config).into(),
+        key.as_ref(),
+    )
+    .await?;
     s.scheduler.poke();
-    Ok((StatusCode::CREATED, Json(job)))
+    Ok(created(done.replayed, Json(done.value)))
+}
+
+/// The request's `Idempotency-Key`, checked, with the digest of its body.
+fn idem_key(headers: &HeaderMap, body: &impl serde::Serialize) -> ApiResult<Option<IdemKey>> {
+    match headers.get(idempotency::HEADER) {
+        None => Ok(None),
+        Some(v) => {
+            let v = v.to_str().unwrap_or("\u{0}");
+            Ok(Some(IdemKey::new(v, body)?))
+        }
+    }
+}
+
+/// 201 with the body; a replayed answer says so in `Idempotent-Replayed: true`.
+fn created(replayed: bool, body: impl IntoResponse) -> Response {
+    let mut resp = (StatusCode::CREATED, body).into_response();
+    if replayed {
+        resp.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    resp
 }
 
 /// Submit up to 1000 jobs in one request (a job array), to one queue or several: all are
 /// stored in one transaction, or none, and every field error names its job
 /// (`jobs[3].gpu_milli`).
-#[utoipa::path(post, path = "/jobs/batch", tag = "jobs", request_body = SubmitJobs, responses((status = 201, body = SubmittedJobs), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
+#[utoipa::path(post, path = "/jobs/batch", tag = "jobs", request_body = SubmitJobs, params(("Idempotency-Key" = Option<String>, Header, description = "Retries with the same key and body return the jobs the first request created instead of new ones; another body with the key is 422. Kept 24 h.")), responses((status = 201, body = SubmittedJobs), (status = 401, body = Problem), (status = 403, body = Problem), (status = 422, body = Problem)))]
 async fn submit_jobs(
     State(s): State<AppState>,
     Caller(p, meta): Caller,
+    headers: HeaderMap,
     ApiJson(input): ApiJson<SubmitJobs>,
-) -> ApiResult<(StatusCode, Json<SubmittedJobs>)> {
-    let jobs = jobs::submit_batch(&s.store, &p, &meta, input, (&*s.config).into()).await?;
+) -> ApiResult<Response> {
+    let key = idem_key(&headers, &input)?;
+    let done = jobs::submit_batch(
+        &s.store,
+        &p,
+        &meta,
+        input,
+        (&*s.config).into(),
+        key.as_ref(),
+    )
+    .await?;
     s.scheduler.poke();
-    Ok((StatusCode::CREATED, Json(SubmittedJobs { jobs })))
+    Ok(created(
+        done.replayed,
+        Json(SubmittedJobs { jobs: done.value }),
+    ))
 }
 
 /// One job with its full state history.

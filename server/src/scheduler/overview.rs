@@ -274,9 +274,18 @@ pub async fn portal(store: &Store, p: &Principal) -> ApiResult<PortalOverview> {
     .await?;
     let l = load(store, now_ms(), 0).await?;
     let groups = groups_usage(store, p, &l, Some(&mine)).await?;
+    // The same until this user's next job is stored: a double click, or a form posted twice,
+    // sends one key twice and creates one job.
+    let submitted: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2")
+            .bind(p.tenant_id())
+            .bind(p.user_id())
+            .fetch_one(&store.pool)
+            .await?;
     Ok(PortalOverview {
         queues,
         jobs,
         groups,
+        submit_key: format!("portal-{}-{submitted}", p.user_id()),
     })
 }

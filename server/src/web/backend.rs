@@ -129,17 +129,22 @@ impl Backend for WebBackend {
         p: &Principal,
         meta: &RequestMeta,
         input: SubmitJob,
+        idempotency_key: Option<String>,
     ) -> Result<Job, AppError> {
-        let job = jobs::submit(
+        let key = idempotency_key
+            .map(|k| jobs::idempotency::IdemKey::new(&k, &input))
+            .transpose()?;
+        let done = jobs::submit(
             &self.state.store,
             p,
             meta,
             input,
             (&*self.state.config).into(),
+            key.as_ref(),
         )
         .await?;
         self.state.scheduler.poke();
-        Ok(job)
+        Ok(done.value)
     }
     async fn abort_job(
         &self,

@@ -8,6 +8,7 @@
 //! or an admin) or `lost` (the executor lost it).
 
 pub mod caps;
+pub mod idempotency;
 
 use serde_json::json;
 use sqlx::any::AnyRow;

@@ -6,6 +6,7 @@ use app::access::Action;
 use app::model::*;
 
 use super::caps::PendingCaps;
+use super::idempotency::{self, Claim, IdemKey};
 use super::*;
 use crate::audit;
 use crate::clock::now_ms;
@@ -362,16 +363,40 @@ pub async fn submit(
     meta: &RequestMeta,
     input: SubmitJob,
     caps: PendingCaps,
-) -> ApiResult<Job> {
+    key: Option<&IdemKey>,
+) -> ApiResult<Submitted<Job>> {
     require(p, Action::SubmitJobs)?;
     let ctx = queue_ctx(store, p, &input.queue_id).await?;
     let now = now_ms();
     let job = prepare(&ctx, p, input, now)?;
     let priority = priority_of(&ctx, &job);
     let mut tx = store.begin_write().await?;
+    if let Some(k) = key {
+        if let Claim::Replay(ids) =
+            idempotency::claim(&mut tx, p.tenant_id(), p.user_id(), k, now).await?
+        {
+            drop(tx);
+            let mut jobs = replay(store, p, &ids).await?;
+            let job = jobs.pop().ok_or(AppError::NotFound)?;
+            return Ok(Submitted {
+                value: job,
+                replayed: true,
+            });
+        }
+    }
     self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
     let items = [(job, ctx.profile.gpu_memory_mb, priority)];
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    if let Some(k) = key {
+        idempotency::remember(
+            &mut tx,
+            p.tenant_id(),
+            p.user_id(),
+            k,
+            &[items[0].0.id.as_str()],
+        )
+        .await?;
+    }
     let [(job, _, _)] = items;
     audit::record(
         &mut tx,
@@ -385,7 +410,26 @@ pub async fn submit(
     )
     .await?;
     tx.commit().await?;
-    Ok(job)
+    Ok(Submitted {
+        value: job,
+        replayed: false,
+    })
+}
+
+/// What a submit answers: the jobs, and whether they were created by an earlier request with
+/// the same idempotency key (a replay creates nothing).
+pub struct Submitted<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+/// The jobs an earlier request with the same key created, as they are now.
+async fn replay(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<Job>> {
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        jobs.push(super::get_job(store, p, id).await?);
+    }
+    Ok(jobs)
 }
 
 /// The most jobs one batch may carry.
@@ -399,7 +443,8 @@ pub async fn submit_batch(
     meta: &RequestMeta,
     input: SubmitJobs,
     caps: PendingCaps,
-) -> ApiResult<Vec<Job>> {
+    key: Option<&IdemKey>,
+) -> ApiResult<Submitted<Vec<Job>>> {
     require(p, Action::SubmitJobs)?;
     if input.jobs.is_empty() || input.jobs.len() > MAX_BATCH {
         return Err(
@@ -446,9 +491,24 @@ pub async fn submit_batch(
         return Err(AppError::Validation(errors).into());
     }
     let mut tx = store.begin_write().await?;
+    if let Some(k) = key {
+        if let Claim::Replay(ids) =
+            idempotency::claim(&mut tx, p.tenant_id(), p.user_id(), k, now).await?
+        {
+            drop(tx);
+            return Ok(Submitted {
+                value: replay(store, p, &ids).await?,
+                replayed: true,
+            });
+        }
+    }
     let new: Vec<&Job> = items.iter().map(|(j, _, _)| j).collect();
     self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    if let Some(k) = key {
+        let ids: Vec<&str> = items.iter().map(|(j, _, _)| j.id.as_str()).collect();
+        idempotency::remember(&mut tx, p.tenant_id(), p.user_id(), k, &ids).await?;
+    }
     let records: Vec<audit::BatchRecord> = items
         .iter()
         .map(|(j, _, _)| audit::BatchRecord {
@@ -461,5 +521,8 @@ pub async fn submit_batch(
         .collect();
     audit::append_many(&mut tx, now, &audit::Actor::of(p), meta, &records).await?;
     tx.commit().await?;
-    Ok(items.into_iter().map(|(j, _, _)| j).collect())
+    Ok(Submitted {
+        value: items.into_iter().map(|(j, _, _)| j).collect(),
+        replayed: false,
+    })
 }

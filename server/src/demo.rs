@@ -476,11 +476,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
 /// Half a minute after the demo starts, inference asks for 4 more GPUs within its reservation
 /// while research is borrowing: the scheduler preempts research's over-quota jobs (abort
 /// callback, checkpoint, requeue), which the Policy Manager shows as it happens.
-pub fn reclaim_later(
-    store: Store,
-    scheduler: crate::scheduler::driver::SchedulerHandle,
-    after: std::time::Duration,
-) {
+pub fn reclaim_later(store: Store, after: std::time::Duration) {
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
         let meta = RequestMeta {
@@ -515,7 +511,6 @@ pub fn reclaim_later(
                     .await
                     .map_err(|e| anyhow::anyhow!("{:?}", e.0))?;
             }
-            scheduler.poke();
             Ok(())
         }
         .await;

@@ -44,13 +44,14 @@ pub fn state(store: Store, config: Config) -> AppState {
         .site_pkg_dir("pkg")
         .site_addr(config.listen)
         .build();
+    let scheduler = scheduler::driver::SchedulerHandle::for_store(&store);
     AppState {
         store,
         config: Arc::new(config),
         throttle: Arc::new(Mutex::new(Throttle::new(ThrottlePolicy::default()))),
         metrics: Arc::new(http::registry::Metrics::default()),
         leptos,
-        scheduler: Default::default(),
+        scheduler,
         oidc: Default::default(),
     }
 }

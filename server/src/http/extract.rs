@@ -124,6 +124,17 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // No parameter may carry control characters: PostgreSQL refuses a NUL in text (a 500
+        // before this check, for `?cursor=%00`), and none belongs in a name, id or cursor.
+        let query = parts.uri.query().unwrap_or("");
+        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            if value.chars().any(char::is_control) {
+                return Err(ApiError(AppError::Validation(vec![FieldError {
+                    field: name.chars().filter(|c| !c.is_control()).take(64).collect(),
+                    message: "must not contain control characters".into(),
+                }])));
+            }
+        }
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
             Err(QueryRejection::FailedToDeserializeQueryString(e)) => Err(ApiError(

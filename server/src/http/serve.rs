@@ -27,11 +27,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let state = crate::state(store, config);
     let _driver = crate::start_scheduler(&state);
     if seeded {
-        crate::demo::reclaim_later(
-            state.store.clone(),
-            state.scheduler.clone(),
-            std::time::Duration::from_secs(30),
-        );
+        crate::demo::reclaim_later(state.store.clone(), std::time::Duration::from_secs(30));
     }
     let app = crate::http::app(state);
     let listener = tokio::net::TcpListener::bind(listen).await?;

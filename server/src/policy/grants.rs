@@ -83,7 +83,6 @@ async fn set_grant(
         input.reservation_milli,
     )
     .await?;
-    s.scheduler.poke();
     Ok(Json(g))
 }
 
@@ -218,6 +217,7 @@ pub async fn set(
         json!({"pool": pool_name, "tenant": slug, "from": before.unwrap_or(0), "to": reservation_milli, "reserved_now": reserved}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     Ok(PoolGrant {
         pool_id: pool_id.to_string(),

@@ -157,6 +157,7 @@ pub async fn set_policy(
         json!({"group_id": input.group_id, "from": from, "to": to}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     get_policy(store, p, &id).await
 }

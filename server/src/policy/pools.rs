@@ -226,6 +226,7 @@ pub async fn create_pool(
         json!({"name": pool.name, "executor": pool.executor, "nodes": pool.nodes.len(), "gpus": gpus, "shared": input.shared}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     Ok(pool)
 }

@@ -157,6 +157,7 @@ pub async fn create_queue(
         json!({"name": name, "group": policy.map(|x| x.group_name), "profile": profile.map(|x| x.name), "pools": pool_names, "over_quota": input.over_quota}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     get_queue(store, p, &id).await
 }

@@ -58,8 +58,7 @@ async fn create_pool(
                 input,
                 s.config.scheduler.allow_local_pools,
             )
-            .await
-            .inspect(|_| s.scheduler.poke())?,
+            .await?,
         ),
     ))
 }
@@ -122,11 +121,7 @@ async fn set_policy(
 ) -> ApiResult<(StatusCode, Json<Policy>)> {
     Ok((
         StatusCode::OK,
-        Json(
-            res::set_policy(&s.store, &p, &meta, input)
-                .await
-                .inspect(|_| s.scheduler.poke())?,
-        ),
+        Json(res::set_policy(&s.store, &p, &meta, input).await?),
     ))
 }
 
@@ -157,11 +152,7 @@ async fn create_queue(
 ) -> ApiResult<(StatusCode, Json<Queue>)> {
     Ok((
         StatusCode::CREATED,
-        Json(
-            res::create_queue(&s.store, &p, &meta, input)
-                .await
-                .inspect(|_| s.scheduler.poke())?,
-        ),
+        Json(res::create_queue(&s.store, &p, &meta, input).await?),
     ))
 }
 
@@ -203,7 +194,6 @@ async fn submit_job(
         key.as_ref(),
     )
     .await?;
-    s.scheduler.poke();
     Ok(created(done.replayed, Json(done.value)))
 }
 
@@ -248,7 +238,6 @@ async fn submit_jobs(
         key.as_ref(),
     )
     .await?;
-    s.scheduler.poke();
     Ok(created(
         done.replayed,
         Json(SubmittedJobs { jobs: done.value }),
@@ -274,7 +263,6 @@ async fn abort_job(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Job>> {
     let job = jobs::abort(&s.store, &p, &meta, &id).await?;
-    s.scheduler.poke();
     Ok(Json(job))
 }
 

@@ -33,17 +33,32 @@ pub struct Store {
     pub pool: AnyPool,
     pub dialect: Dialect,
     write_lock: Option<Arc<Mutex<()>>>,
+    /// Signalled after a commit that changed what the scheduler decides on (the driver waits
+    /// on it): domain operations say so with [`WriteTx::wake_scheduler`].
+    pub scheduling_changed: Arc<tokio::sync::Notify>,
 }
 
 /// A write transaction; dropping it without `commit` rolls back.
 pub struct WriteTx {
     pub tx: Transaction<'static, Any>,
     _guard: Option<OwnedMutexGuard<()>>,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    woken: Arc<tokio::sync::Notify>,
 }
 
 impl WriteTx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+        self.tx.commit().await?;
+        if let Some(n) = self.wake {
+            n.notify_one();
+        }
+        Ok(())
+    }
+
+    /// This transaction changes scheduling state (jobs, pools, policies, queues, grants): the
+    /// scheduler runs a cycle once it commits (not if it rolls back).
+    pub fn wake_scheduler(&mut self) {
+        self.wake = Some(self.woken.clone());
     }
 }
 
@@ -134,6 +149,7 @@ impl Store {
             pool,
             dialect,
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
+            scheduling_changed: Default::default(),
         })
     }
 
@@ -143,7 +159,12 @@ impl Store {
             None => None,
         };
         let tx = self.pool.begin().await?;
-        Ok(WriteTx { tx, _guard: guard })
+        Ok(WriteTx {
+            tx,
+            _guard: guard,
+            wake: None,
+            woken: self.scheduling_changed.clone(),
+        })
     }
 
     /// Whether the database answers (for `/readyz`).

@@ -143,7 +143,6 @@ impl Backend for WebBackend {
             key.as_ref(),
         )
         .await?;
-        self.state.scheduler.poke();
         Ok(done.value)
     }
     async fn abort_job(
@@ -153,7 +152,6 @@ impl Backend for WebBackend {
         job_id: &str,
     ) -> Result<Job, AppError> {
         let job = jobs::abort(&self.state.store, p, meta, job_id).await?;
-        self.state.scheduler.poke();
         Ok(job)
     }
     async fn create_pool(
@@ -164,7 +162,6 @@ impl Backend for WebBackend {
     ) -> Result<Pool, AppError> {
         let allowed = self.state.config.scheduler.allow_local_pools;
         let out = res::create_pool(&self.state.store, p, meta, input, allowed).await?;
-        self.state.scheduler.poke();
         Ok(out)
     }
     async fn create_profile(
@@ -182,7 +179,6 @@ impl Backend for WebBackend {
         input: SetPolicy,
     ) -> Result<Policy, AppError> {
         let out = res::set_policy(&self.state.store, p, meta, input).await?;
-        self.state.scheduler.poke();
         Ok(out)
     }
     async fn create_queue(
@@ -192,7 +188,6 @@ impl Backend for WebBackend {
         input: CreateQueue,
     ) -> Result<Queue, AppError> {
         let out = res::create_queue(&self.state.store, p, meta, input).await?;
-        self.state.scheduler.poke();
         Ok(out)
     }
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError> {

@@ -363,6 +363,48 @@ async fn platform_admin_manages_tenants(kind: Kind) {
         .body["errors"][0]["field"],
         "slug"
     );
+    // Counts of another tenant, not its contents: the summary carries numbers only, and the
+    // platform admin's own lists do not show that tenant's people or groups.
+    let acme_admin = app.login("acme", "admin").await;
+    for g in ["ml", "ops", "data"] {
+        let r = app
+            .post("/api/v1/groups", &acme_admin, json!({"name": g}))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let summary = app.get("/api/v1/tenants/acme", &root).await;
+    assert_eq!(summary.body["groups"], 3);
+    let mut keys: Vec<&String> = summary.body.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "created_at",
+            "groups",
+            "id",
+            "name",
+            "projects",
+            "slug",
+            "users"
+        ],
+        "numbers and names of the tenant, nothing of its members"
+    );
+    let root_users = app.get("/api/v1/users?limit=500", &root).await;
+    assert!(
+        root_users.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|u| u["username"] != "member" && u["username"] != "admin"),
+        "{}",
+        root_users.text
+    );
+    let root_groups = app.get("/api/v1/groups?limit=500", &root).await;
+    assert!(root_groups.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["name"] != "ml"));
     let list = app.get("/api/v1/tenants", &root).await;
     let acme = list
         .body
@@ -373,7 +415,7 @@ async fn platform_admin_manages_tenants(kind: Kind) {
         .unwrap()
         .clone();
     assert_eq!(acme["users"], 2);
-    assert_eq!(acme["groups"], 0);
+    assert_eq!(acme["groups"], 3);
     assert_eq!(
         app.get("/api/v1/tenants/acme", &root).await.body["users"],
         2

@@ -55,6 +55,8 @@ impl Driver {
                 flush_running(&mut tx, now, &mut running).await?;
             }
             let live = state.is_live() && *state != JobState::Queued;
+            let decided = by_intent(ev, *stop_reason);
+            let ev = decided.as_ref().unwrap_or(ev);
             // (new state, detail, audit action, exit code) for a transition.
             let mut transition: Option<(JobState, String, &'static str, Option<i64>)> = None;
             match ev {
@@ -237,5 +239,52 @@ fn event_job(e: &ExecEvent) -> &str {
         | ExecEvent::Exited { job_id, .. }
         | ExecEvent::Stopped { job_id, .. }
         | ExecEvent::Lost { job_id, .. } => job_id,
+    }
+}
+
+/// A job whose stop was stored (preempt, abort, runtime limit) ends as that stop decides, not
+/// as its process happened to exit: after a restart the executor no longer knows it sent the
+/// signal, and reports the wrapper's exit (143 after SIGTERM) as a plain exit. Such an exit is
+/// read as the stop it answers. `None`: the event stands as reported.
+pub(super) fn by_intent(ev: &ExecEvent, stop: Option<StopReason>) -> Option<ExecEvent> {
+    match (ev, stop) {
+        (ExecEvent::Exited { job_id, code }, Some(_)) => Some(ExecEvent::Stopped {
+            job_id: job_id.clone(),
+            checkpointed: false,
+            detail: format!("exited with code {code} after its stop was sent"),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_during_a_stored_stop_is_that_stop() {
+        let exit = ExecEvent::Exited {
+            job_id: "j".into(),
+            code: 143,
+        };
+        for reason in StopReason::ALL {
+            match by_intent(&exit, Some(*reason)) {
+                Some(ExecEvent::Stopped { job_id, detail, .. }) => {
+                    assert_eq!(job_id, "j");
+                    assert!(detail.contains("143"), "{detail}");
+                }
+                other => panic!("{reason}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            by_intent(&exit, None),
+            None,
+            "no stop stored: the exit stands"
+        );
+        let lost = ExecEvent::Lost {
+            job_id: "j".into(),
+            reason: "gone".into(),
+        };
+        assert_eq!(by_intent(&lost, Some(StopReason::Preempt)), None);
     }
 }

@@ -53,11 +53,23 @@ use crate::nodes::executor::{
 use crate::store::STATEMENT_PARAMS;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
-/// Lets request handlers wake the driver, and shows its counters.
+/// Wakes the driver, and shows its counters. Domain operations that change scheduling state
+/// wake it through their transaction ([`crate::store::WriteTx::wake_scheduler`]), which
+/// signals the same `Notify` once it commits.
 #[derive(Clone, Default)]
 pub struct SchedulerHandle {
     notify: Arc<Notify>,
     pub stats: Arc<Stats>,
+}
+
+impl SchedulerHandle {
+    /// A handle woken by the store's commits that change scheduling state.
+    pub fn for_store(store: &Store) -> SchedulerHandle {
+        SchedulerHandle {
+            notify: store.scheduling_changed.clone(),
+            stats: Default::default(),
+        }
+    }
 }
 
 #[derive(Default)]

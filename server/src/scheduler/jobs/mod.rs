@@ -264,6 +264,7 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
         json!({"name": job.name, "state": job.state}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     get_job(store, p, id).await
 }

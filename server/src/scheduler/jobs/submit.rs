@@ -409,6 +409,7 @@ pub async fn submit(
         json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class}),
     )
     .await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     Ok(Submitted {
         value: job,
@@ -520,6 +521,7 @@ pub async fn submit_batch(
         })
         .collect();
     audit::append_many(&mut tx, now, &audit::Actor::of(p), meta, &records).await?;
+    tx.wake_scheduler();
     tx.commit().await?;
     Ok(Submitted {
         value: items.into_iter().map(|(j, _, _)| j).collect(),

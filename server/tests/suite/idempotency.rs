@@ -1,0 +1,125 @@
+//! Idempotent submits: a retried request with its `Idempotency-Key` creates nothing new.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::common::{Kind, TestApp};
+use crate::jobs::{group_queue, node, pool, profile, setup};
+
+both_stores!(a_retried_submit_with_its_key_creates_nothing);
+
+/// `POST` with `Idempotency-Key` through the router, as a client retrying would send it.
+async fn submit_with_key(
+    app: &TestApp,
+    token: &str,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> crate::common::Resp {
+    app.raw(
+        axum::http::Request::post(path)
+            .header(axum::http::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(axum::http::header::CONTENT_TYPE, "application/json")
+            .header("idempotency-key", key)
+            .body(axum::body::Body::from(body.to_string()))
+            .unwrap(),
+    )
+    .await
+}
+
+async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    let s = setup(&app, "acme").await;
+    let p = pool(&app, &s, "small", "simulated", json!([node("a1", 2)])).await;
+    let flex = profile(
+        &app,
+        &s,
+        json!({"name": "flex", "min_gpu_milli": 125, "max_gpu_milli": 2000}),
+    )
+    .await;
+    let q = group_queue(
+        &app,
+        &s,
+        "vision",
+        json!({"reservation_milli": 2000, "limit_milli": 2000, "over_quota_weight": 1}),
+        &flex,
+        &[&p],
+        true,
+    )
+    .await;
+    let body = json!({"queue_id": q, "name": "train", "command": "train.py", "gpu_milli": 1000, "duration_ms": 60000});
+    let count = |app: &TestApp| {
+        let pool = app.state.store.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs")
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+
+    // A retry (or a double click) with the same key and body: the same job, nothing new.
+    let first = submit_with_key(&app, &s.member, "/api/v1/jobs", "k-1", &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    let again = submit_with_key(&app, &s.member, "/api/v1/jobs", "k-1", &body).await;
+    assert_eq!(again.status, StatusCode::CREATED, "{}", again.text);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body["id"], first.body["id"]);
+    assert_eq!(count(&app).await, 1);
+
+    // The same key with another body is refused, naming the header.
+    let mut other = body.clone();
+    other["name"] = json!("other");
+    let clash = submit_with_key(&app, &s.member, "/api/v1/jobs", "k-1", &other).await;
+    assert_eq!(
+        clash.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        clash.text
+    );
+    assert_eq!(
+        clash.body["errors"][0]["field"], "Idempotency-Key",
+        "{}",
+        clash.text
+    );
+    // Keys are per user: another user's "k-1" is a new submit.
+    let by_admin = submit_with_key(&app, &s.admin, "/api/v1/jobs", "k-1", &body).await;
+    assert_eq!(by_admin.status, StatusCode::CREATED, "{}", by_admin.text);
+    assert!(by_admin.headers.get("idempotent-replayed").is_none());
+    assert_ne!(by_admin.body["id"], first.body["id"]);
+    assert_eq!(count(&app).await, 2);
+    // A bad key is a 422, not a silent submit without one.
+    let bad = submit_with_key(&app, &s.member, "/api/v1/jobs", "has space", &body).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    assert_eq!(count(&app).await, 2);
+
+    // Eight concurrent requests with one key: one job.
+    let concurrent = futures::future::join_all(
+        (0..8).map(|_| submit_with_key(&app, &s.member, "/api/v1/jobs", "k-race", &body)),
+    )
+    .await;
+    let ids: std::collections::BTreeSet<String> = concurrent
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+            r.body["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "one job for one key");
+    assert_eq!(count(&app).await, 3);
+
+    // Batches too: the replay answers with the same jobs in the same order.
+    let batch = json!({"jobs": [body.clone(), other.clone()]});
+    let b1 = submit_with_key(&app, &s.member, "/api/v1/jobs/batch", "b-1", &batch).await;
+    assert_eq!(b1.status, StatusCode::CREATED, "{}", b1.text);
+    let b2 = submit_with_key(&app, &s.member, "/api/v1/jobs/batch", "b-1", &batch).await;
+    assert_eq!(b2.headers["idempotent-replayed"], "true");
+    assert_eq!(b1.body["jobs"], b2.body["jobs"]);
+    assert_eq!(count(&app).await, 5);
+    // One audit entry per job created, none for replays.
+    let audit = app.get("/api/v1/audit?action=job.submit", &s.admin).await;
+    assert_eq!(audit.body["items"].as_array().unwrap().len(), 5);
+    app.finish().await;
+}

@@ -90,7 +90,7 @@ async fn run() {
         tenant_slug: "bench".into(),
         name: "corp".into(),
         display_name: "Bench".into(),
-        kind: "saml".into(),
+        kind: app::model::ProviderKind::Saml,
         enabled: true,
         oidc: None,
         ldap: None,
@@ -101,6 +101,7 @@ async fn run() {
             ..Default::default()
         }),
         sync: Default::default(),
+        allowed_email_domains: Vec::new(),
         secret: None,
         created_at: 0,
         updated_at: 0,

@@ -147,6 +147,27 @@ where
     }
 }
 
+/// The authenticated caller of an API handler (401 when there is none).
+pub struct Caller(pub Principal, pub RequestMeta);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let p = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or(ApiError(AppError::Unauthorized))?;
+        let meta = parts
+            .extensions
+            .get::<RequestMeta>()
+            .cloned()
+            .unwrap_or_default();
+        Ok(Caller(p, meta))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,26 +191,5 @@ mod tests {
         assert!(v["b"][1].is_i64());
         assert!(v["b"][2].is_f64());
         assert!(v["c"]["d"].is_u64());
-    }
-}
-
-/// The authenticated caller of an API handler (401 when there is none).
-pub struct Caller(pub Principal, pub RequestMeta);
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let p = parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .ok_or(ApiError(AppError::Unauthorized))?;
-        let meta = parts
-            .extensions
-            .get::<RequestMeta>()
-            .cloned()
-            .unwrap_or_default();
-        Ok(Caller(p, meta))
     }
 }

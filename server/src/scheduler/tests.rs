@@ -128,6 +128,37 @@ fn fractions_fill_partly_used_devices_first() {
 }
 
 #[test]
+fn proportional_fractions_reserve_their_share_of_memory() {
+    // Half of an 80 GB card with `memory_mb = 0` holds 40 GB: a 70 GB fraction may not join it
+    // (it used to, the half reserving no memory at all); a 30 GB one may.
+    let mut half = running(1, 0, 500, 0, &[0], 0);
+    half.memory_mb = 0;
+    let mut big = job(2, 0, 300);
+    big.memory_mb = 70_000;
+    let mut small = job(3, 0, 300);
+    small.memory_mb = 30_000;
+    let s = Snapshot {
+        pools: vec![pool(1, 1)],
+        groups: vec![group(1000, 1000, 1)],
+        queues: vec![queue(0, &[0])],
+        running: vec![half],
+        pending: vec![big, small],
+        ..Default::default()
+    };
+    let d = schedule(&s);
+    assert!(
+        d.admits.iter().all(|a| a.job != 2),
+        "70 GB beside a proportional half of 80 GB: {:?}",
+        d.admits
+    );
+    assert!(
+        d.admits.iter().any(|a| a.job == 3),
+        "30 GB fits: {:?}",
+        d.waiting
+    );
+}
+
+#[test]
 fn idle_capacity_is_split_by_over_quota_weight() {
     let s = Snapshot {
         pools: vec![pool(1, 6)],

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::jobs::{group_queue, node, pool, profile, setup};
+use crate::jobs::{setup, small_queue};
 
 both_stores!(a_retried_submit_with_its_key_creates_nothing);
 
@@ -31,23 +31,7 @@ async fn submit_with_key(
 async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
     let app = TestApp::new(kind).await;
     let s = setup(&app, "acme").await;
-    let p = pool(&app, &s, "small", "simulated", json!([node("a1", 2)])).await;
-    let flex = profile(
-        &app,
-        &s,
-        json!({"name": "flex", "min_gpu_milli": 125, "max_gpu_milli": 2000}),
-    )
-    .await;
-    let q = group_queue(
-        &app,
-        &s,
-        "vision",
-        json!({"reservation_milli": 2000, "limit_milli": 2000, "over_quota_weight": 1}),
-        &flex,
-        &[&p],
-        true,
-    )
-    .await;
+    let q = small_queue(&app, &s).await;
     let body = json!({"queue_id": q, "name": "train", "command": "train.py", "gpu_milli": 1000, "duration_ms": 60000});
     let count = |app: &TestApp| {
         let pool = app.state.store.pool.clone();

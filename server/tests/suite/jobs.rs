@@ -97,6 +97,28 @@ pub(crate) async fn profile(app: &TestApp, s: &Setup, body: Value) -> String {
     id(&p.body)
 }
 
+/// A simulated pool of one 2-GPU node, a flexible profile and the vision group's queue on
+/// them (2 GPUs reserved): the queue's id.
+pub(crate) async fn small_queue(app: &TestApp, s: &Setup) -> String {
+    let p = pool(app, s, "small", "simulated", json!([node("a1", 2)])).await;
+    let flex = profile(
+        app,
+        s,
+        json!({"name": "flex", "min_gpu_milli": 125, "max_gpu_milli": 2000}),
+    )
+    .await;
+    group_queue(
+        app,
+        s,
+        "vision",
+        json!({"reservation_milli": 2000, "limit_milli": 2000, "over_quota_weight": 1}),
+        &flex,
+        &[&p],
+        true,
+    )
+    .await
+}
+
 pub(crate) async fn submit(app: &TestApp, token: &str, body: Value) -> String {
     let r = app.post("/api/v1/jobs", token, body).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);

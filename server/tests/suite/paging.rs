@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::jobs::{group_queue, node, pool, profile, setup};
+use crate::jobs::{setup, small_queue};
 use crate::scim::scim;
 
 both_stores!(every_list_pages_through_all_it_may_show);
@@ -89,23 +89,7 @@ async fn every_list_pages_through_all_it_may_show(kind: Kind) {
 
     // Jobs: 7 of the member's and 3 of the admin's. The member pages through their own only;
     // the admin through all ten.
-    let p = pool(&app, &s, "small", "simulated", json!([node("a1", 2)])).await;
-    let flex = profile(
-        &app,
-        &s,
-        json!({"name": "flex", "min_gpu_milli": 125, "max_gpu_milli": 2000}),
-    )
-    .await;
-    let q = group_queue(
-        &app,
-        &s,
-        "vision",
-        json!({"reservation_milli": 2000, "limit_milli": 2000, "over_quota_weight": 1}),
-        &flex,
-        &[&p],
-        true,
-    )
-    .await;
+    let q = small_queue(&app, &s).await;
     let spec = |i: usize| json!({"queue_id": q, "name": format!("j{i}"), "command": "x", "gpu_milli": 125, "duration_ms": 60000});
     let mine = app
         .post(

@@ -127,8 +127,10 @@ impl PoolState {
 
     pub(crate) fn apply(&mut self, p: &Placement, memory_mb: u32, sign: i64) {
         for &(dev, m) in &p.slices {
+            // A fraction holds the memory it asked for, or with 0 its share of the device's
+            // (as the fit check counts it): never nothing.
             let mem = if m < WHOLE {
-                memory_mb as i64
+                self.memory_for(p.node as usize, dev as usize, m, memory_mb) as i64
             } else {
                 self.mem[p.node as usize][dev as usize] as i64
             };

@@ -350,7 +350,7 @@ impl Driver {
             events.push(EventRow {
                 tenant_id: v.tenant_id.clone(),
                 job_id: v.id.clone(),
-                from: Some(v.state.clone()),
+                from: Some(v.state),
                 to: JobState::Preempting,
                 detail: format!("preempting: {reason}; running its abort callback, then stopping"),
             });

@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod conformance;
 mod directory;
+mod driver_faults;
 mod idempotency;
 mod in_use;
 mod input;

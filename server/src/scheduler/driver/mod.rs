@@ -191,14 +191,15 @@ impl Driver {
                         failures = 0;
                     }
                     Err(e) => {
-                        failures += 1;
-                        tracing::error!(error = %e, failures, "scheduler: committing executor events failed");
-                        if failures >= 5 {
-                            tracing::error!(count = pending_events.len(), "scheduler: dropping executor events after repeated failures; the jobs are recovered on the next restart");
-                            pending_events.clear();
-                            failures = 0;
-                        }
-                        tokio::time::sleep(tick).await;
+                        // Never dropped: what the executors saw (an exit, a stop) is the only
+                        // record of it, and the job would hold its capacity until a restart.
+                        // Retried with a growing pause (up to 5 s) until the store takes it.
+                        failures = failures.saturating_add(1);
+                        tracing::error!(error = %e, failures, count = pending_events.len(), "scheduler: committing executor events failed; retrying");
+                        let pause = tick
+                            .saturating_mul(1 << failures.min(6))
+                            .min(Duration::from_secs(5));
+                        tokio::time::sleep(pause).await;
                         continue;
                     }
                 }

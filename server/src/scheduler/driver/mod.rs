@@ -153,15 +153,60 @@ struct Driver {
 
 impl Driver {
     async fn run(&mut self) {
-        let _lock = self.leadership().await;
-        if let Err(e) = self.recover().await {
-            tracing::error!(error = %e, "scheduler: restart recovery failed");
+        let mut pending_events: Vec<ExecEvent> = Vec::new();
+        let mut first = true;
+        loop {
+            let mut lock = self.leadership().await;
+            if first {
+                if let Err(e) = self.recover().await {
+                    tracing::error!(error = %e, "scheduler: restart recovery failed");
+                }
+                first = false;
+            } else {
+                // A new term: the stops of stopping jobs are sent again.
+                self.stops_sent.clear();
+                tracing::info!("scheduler: leading again");
+            }
+            if !self.lead(&mut lock, &mut pending_events).await {
+                return;
+            }
+            tracing::error!("scheduler: lost the leader lock (its database connection ended); stopped scheduling until it holds the lock again");
         }
+    }
+
+    /// Whether this process still holds the leader lock: on PostgreSQL its session must be
+    /// alive (the lock ends with it); elsewhere there is one process.
+    async fn still_leader(lock: &mut Option<sqlx::AnyConnection>) -> bool {
+        let Some(conn) = lock.as_mut() else {
+            return true;
+        };
+        let alive = tokio::time::timeout(
+            Duration::from_secs(5),
+            sqlx::query("SELECT 1").execute(&mut *conn),
+        )
+        .await;
+        matches!(alive, Ok(Ok(_)))
+    }
+
+    /// Schedules while this process leads. Returns false when the executors' channel closed
+    /// (the driver stops for good), true when the leader lock was lost: nothing more is
+    /// scheduled, committed or stopped until it is held again.
+    async fn lead(
+        &mut self,
+        lock: &mut Option<sqlx::AnyConnection>,
+        pending_events: &mut Vec<ExecEvent>,
+    ) -> bool {
         let tick = Duration::from_millis(self.cfg.tick_ms.max(10));
         let notify = self.handle.notify.clone();
-        let mut pending_events: Vec<ExecEvent> = Vec::new();
         let mut failures = 0u32;
+        let mut checked = Instant::now();
         loop {
+            if checked.elapsed() >= Duration::from_secs(1) {
+                checked = Instant::now();
+                if !Self::still_leader(lock).await {
+                    return true;
+                }
+            }
             if pending_events.is_empty() {
                 tokio::select! {
                     _ = notify.notified() => {}
@@ -169,7 +214,7 @@ impl Driver {
                     ev = self.rx.recv() => {
                         match ev {
                             Some(e) => pending_events.push(e),
-                            None => return,
+                            None => return false,
                         }
                     }
                 }
@@ -181,7 +226,7 @@ impl Driver {
                 }
             }
             if !pending_events.is_empty() {
-                match self.apply_events(&pending_events).await {
+                match self.apply_events(pending_events).await {
                     Ok(()) => {
                         self.handle
                             .stats

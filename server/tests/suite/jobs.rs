@@ -247,6 +247,23 @@ async fn borrowing_jobs_are_preempted_requeued_and_resumed(kind: Kind) {
         }
     }
     assert_eq!((untouched, resumed), (2, 2));
+    // `state=preempted` finds them: preempted, back in the queue to resume.
+    let listed = app.get("/api/v1/jobs?state=preempted", &s.member).await;
+    let mut listed: Vec<&str> = listed.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    listed.sort();
+    let mut expected: Vec<&str> = Vec::new();
+    for j in &mine {
+        if job(&app, &s.member, j).await["job"]["resume_count"] == 1 {
+            expected.push(j.as_str());
+        }
+    }
+    expected.sort();
+    assert_eq!(listed, expected, "state=preempted lists the preempted jobs");
 
     let ov = app.get("/api/v1/scheduling/overview", &s.admin).await;
     let pre = ov.body["preemptions"].as_array().unwrap();

@@ -113,7 +113,7 @@ fn visible_user(p: &Principal, mine: bool) -> String {
 #[derive(Clone, Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct JobFilter {
-    /// Only this state.
+    /// Only this state. `preempted`: jobs that were preempted and wait in the queue to resume.
     #[param(
         pattern = "^(queued|admitted|starting|running|preempting|preempted|succeeded|failed|aborted|lost)$"
     )]
@@ -140,7 +140,7 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
             return Err(AppError::field("state", "not a job state").into());
         }
     }
-    let sql = format!("{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND ($3 = '' OR j.state = $3) AND ($4 = '' OR j.queue_id = $4) AND ($5 = '' OR j.id < $5) ORDER BY j.id DESC LIMIT $6");
+    let sql = format!("{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND ($3 = '' OR j.state = $3 OR ($3 = 'preempted' AND j.state = 'queued' AND j.resume_count > 0)) AND ($4 = '' OR j.queue_id = $4) AND ($5 = '' OR j.id < $5) ORDER BY j.id DESC LIMIT $6");
     let rows = sqlx::query(&sql)
         .bind(p.tenant_id())
         .bind(visible_user(p, f.mine.unwrap_or(false)))

@@ -14,6 +14,7 @@ pub mod model;
 mod pages;
 #[cfg(feature = "ssr")]
 pub mod schema;
+pub mod secret;
 pub mod time;
 mod ui;
 

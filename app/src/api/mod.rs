@@ -81,7 +81,7 @@ mod ctx {
     pub fn write(csrf: &str) -> Result<Call, AppError> {
         let call = read()?;
         if let Auth::Session { csrf: expected, .. } = &call.principal.auth {
-            if !constant_time_eq(expected.as_bytes(), csrf.as_bytes()) {
+            if !crate::secret::constant_time_eq(expected.as_bytes(), csrf.as_bytes()) {
                 return Err(AppError::Forbidden);
             }
         }
@@ -112,9 +112,5 @@ mod ctx {
             }
         }
         result
-    }
-
-    fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 }

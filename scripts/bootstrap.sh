@@ -60,7 +60,10 @@ if [ -f node_modules/echarts/dist/echarts.min.js ] && [ ! -f public/echarts.min.
 fi
 # scim2-tester, the independent SCIM checker scripts/test.sh runs (scripts/scim-conformance.sh).
 if ! python3 -m pip show scim2-tester 2>/dev/null | grep -qx 'Version: 0.5.2'; then
-  python3 -m pip --version >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pip >/dev/null
+  fi
   log "pip install scim2-tester 0.5.2"
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q "scim2-tester[httpx2]==0.5.2" scim2-client==0.13.2 scim2-models==0.12.3 httpx2==2.16.2
 fi

@@ -42,15 +42,16 @@ pub struct Store {
 pub struct WriteTx {
     pub tx: Transaction<'static, Any>,
     _guard: Option<OwnedMutexGuard<()>>,
-    wake: Option<Arc<tokio::sync::Notify>>,
-    woken: Arc<tokio::sync::Notify>,
+    /// The store's `scheduling_changed`, signalled on commit when `wake` is set.
+    scheduling_changed: Arc<tokio::sync::Notify>,
+    wake: bool,
 }
 
 impl WriteTx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await?;
-        if let Some(n) = self.wake {
-            n.notify_one();
+        if self.wake {
+            self.scheduling_changed.notify_one();
         }
         Ok(())
     }
@@ -58,7 +59,7 @@ impl WriteTx {
     /// This transaction changes scheduling state (jobs, pools, policies, queues, grants): the
     /// scheduler runs a cycle once it commits (not if it rolls back).
     pub fn wake_scheduler(&mut self) {
-        self.wake = Some(self.woken.clone());
+        self.wake = true;
     }
 }
 
@@ -162,8 +163,8 @@ impl Store {
         Ok(WriteTx {
             tx,
             _guard: guard,
-            wake: None,
-            woken: self.scheduling_changed.clone(),
+            scheduling_changed: self.scheduling_changed.clone(),
+            wake: false,
         })
     }
 

@@ -12,8 +12,7 @@ both_stores!(
     borrowing_jobs_are_preempted_requeued_and_resumed,
     waiting_jobs_say_why_and_aborts_end_them,
     fractions_pack_onto_one_gpu_and_spill_over,
-    a_restarted_scheduler_adopts_running_jobs,
-    a_batch_is_stored_whole_or_not_at_all
+    a_restarted_scheduler_adopts_running_jobs
 );
 
 pub(crate) fn node(name: &str, gpus: u32) -> Value {
@@ -520,104 +519,6 @@ async fn a_restarted_scheduler_adopts_running_jobs(kind: Kind) {
         st,
         ["queued", "admitted", "starting", "running", "succeeded"],
         "adopted, not started twice"
-    );
-    app.finish().await;
-}
-
-async fn a_batch_is_stored_whole_or_not_at_all(kind: Kind) {
-    let app = TestApp::with_scheduler(kind).await;
-    let s = setup(&app, "acme").await;
-    let p = pool(
-        &app,
-        &s,
-        "small",
-        "simulated",
-        json!([node("a1", 2), node("a2", 2)]),
-    )
-    .await;
-    let flex = profile(
-        &app,
-        &s,
-        json!({"name": "flex", "min_gpu_milli": 125, "max_gpu_milli": 4000}),
-    )
-    .await;
-    let q = group_queue(
-        &app,
-        &s,
-        "vision",
-        json!({"reservation_milli": 4000, "limit_milli": 4000, "over_quota_weight": 1}),
-        &flex,
-        &[&p],
-        true,
-    )
-    .await;
-    let spec = |name: &str, milli: i64| json!({"queue_id": q, "name": name, "command": "train.py", "gpu_milli": milli, "duration_ms": 600000});
-    let mut urgent = spec("c", 1000);
-    urgent["priority_class"] = json!("urgent");
-    let bad = app
-        .post(
-            "/api/v1/jobs/batch",
-            &s.member,
-            json!({"jobs": [spec("a", 1000), spec("b", 3000), urgent]}),
-        )
-        .await;
-    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
-    let fields: Vec<&str> = bad.body["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap())
-        .collect();
-    assert_eq!(fields, ["jobs[1].gpu_milli", "jobs[2].priority_class"]);
-    assert!(
-        bad.text.contains("multi-node jobs are not supported"),
-        "{}",
-        bad.text
-    );
-    let none = app.get("/api/v1/jobs", &s.member).await;
-    assert_eq!(
-        none.body["items"].as_array().unwrap().len(),
-        0,
-        "a rejected batch stores nothing"
-    );
-    let empty = app
-        .post("/api/v1/jobs/batch", &s.member, json!({"jobs": []}))
-        .await;
-    assert_eq!(empty.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(empty.body["errors"][0]["field"], "jobs");
-
-    let ok = app
-        .post(
-            "/api/v1/jobs/batch",
-            &s.member,
-            json!({"jobs": [spec("a", 1000), spec("b", 2000), spec("c", 500)]}),
-        )
-        .await;
-    assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.text);
-    let jobs = ok.body["jobs"].as_array().unwrap();
-    let names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["a", "b", "c"], "in the order sent");
-    for j in jobs {
-        assert_eq!(j["state"], "queued");
-        assert_eq!(j["username"], "member");
-        wait_state(&app, &s.member, j["id"].as_str().unwrap(), "running").await;
-    }
-    let b = job(&app, &s.member, jobs[1]["id"].as_str().unwrap()).await;
-    assert_eq!(
-        b["job"]["slices"].as_array().unwrap().len(),
-        2,
-        "two whole GPUs on one node"
-    );
-    assert_eq!(states(&b)[0], "queued");
-    let audit = app.get("/api/v1/audit?action=job.submit", &s.admin).await;
-    let entries = audit.body["items"].as_array().unwrap();
-    assert_eq!(entries.len(), 3, "one audit entry per job");
-    assert!(entries.iter().all(|e| e["actor_name"] == "member"));
-    let chains = switchyard::audit::verify(app.store()).await.unwrap();
-    assert!(
-        chains.iter().all(|c| c.problems.is_empty()),
-        "the batched entries keep the chain intact: {:?}",
-        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
     );
     app.finish().await;
 }

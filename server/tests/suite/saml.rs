@@ -8,8 +8,6 @@
 //! made, a replayed response, a response meant for another tenant's SP, an unsolicited
 //! response, and a finish step from another browser.
 
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use serde_json::{json, Value};
@@ -25,18 +23,17 @@ use crate::sign_in::{
 both_stores!(
     saml_sign_in_creates_the_user_and_syncs_groups,
     saml_negative_cases_fail_closed,
-    saml_settings_are_validated_and_tested,
     a_junk_post_does_not_cancel_a_saml_sign_in
 );
 
 /// What the test app calls itself (its `Config::default()` base URL).
-const BASE: &str = "http://127.0.0.1:3000";
+pub(crate) const BASE: &str = "http://127.0.0.1:3000";
 
 /// The test IdP, killed on drop.
-struct SamlIdp {
+pub(crate) struct SamlIdp {
     child: Child,
-    base: String,
-    http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Drop for SamlIdp {
@@ -46,7 +43,7 @@ impl Drop for SamlIdp {
 }
 
 /// The IdP's registration of one of our providers.
-fn sp(tenant: &str) -> Value {
+pub(crate) fn sp(tenant: &str) -> Value {
     json!({
         "entity_id": format!("{BASE}/auth/saml/{tenant}/corp/metadata"),
         "acs_url": format!("{BASE}/auth/saml/{tenant}/corp/acs"),
@@ -54,7 +51,7 @@ fn sp(tenant: &str) -> Value {
 }
 
 /// Unescapes what the IdP's HTML escaping does to attribute values.
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     s.replace("&quot;", "\"")
         .replace("&#39;", "'")
         .replace("&lt;", "<")
@@ -63,7 +60,7 @@ fn unescape(s: &str) -> String {
 }
 
 /// The value of a hidden field of an HTML form.
-fn hidden(page: &str, name: &str) -> Option<String> {
+pub(crate) fn hidden(page: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let start = page.find(&marker)? + marker.len();
     let end = page[start..].find('"')? + start;
@@ -71,14 +68,14 @@ fn hidden(page: &str, name: &str) -> Option<String> {
 }
 
 /// What the IdP's auto-posting page would send to the ACS.
-struct Posted {
-    acs_path: String,
-    saml_response: String,
-    relay_state: String,
+pub(crate) struct Posted {
+    pub(crate) acs_path: String,
+    pub(crate) saml_response: String,
+    pub(crate) relay_state: String,
 }
 
 impl SamlIdp {
-    async fn start(sps: Value) -> SamlIdp {
+    pub(crate) async fn start(sps: Value) -> SamlIdp {
         let (child, port) = spawn_node_idp(
             "saml-idp.mjs",
             "SAML_PORT",
@@ -95,7 +92,7 @@ impl SamlIdp {
         }
     }
 
-    async fn test_hook(&self, path: &str, body: Value) {
+    pub(crate) async fn test_hook(&self, path: &str, body: Value) {
         let r = self
             .http
             .post(format!("{}/__test/{path}", self.base))
@@ -106,13 +103,13 @@ impl SamlIdp {
         assert!(r.status().is_success(), "{path}: {}", r.status());
     }
 
-    async fn tamper(&self, mode: &str) {
+    pub(crate) async fn tamper(&self, mode: &str) {
         self.test_hook("tamper", json!({ "mode": mode })).await;
     }
 
     /// Plays the browser at the IdP: opens the redirect, fills in the login form, and returns
     /// what the auto-posting page sends to the ACS.
-    async fn authorize(&self, url: &str, username: &str, password: &str) -> Posted {
+    pub(crate) async fn authorize(&self, url: &str, username: &str, password: &str) -> Posted {
         assert!(url.starts_with(&self.base), "sent to the IdP: {url}");
         assert!(
             url.contains("SAMLRequest=") && url.contains("RelayState="),
@@ -158,7 +155,7 @@ impl SamlIdp {
 }
 
 /// The IdP's cross-site POST to an ACS: another origin, and no cookies (SameSite=Lax).
-async fn post_to_acs(
+pub(crate) async fn post_to_acs(
     app: &TestApp,
     idp: &SamlIdp,
     path: &str,
@@ -183,7 +180,7 @@ async fn post_to_acs(
 }
 
 /// Adds the SAML provider `corp` for the admin's tenant, from the IdP's metadata URL.
-async fn add_provider(app: &TestApp, admin: &str, idp: &SamlIdp, sync: Value) -> Value {
+pub(crate) async fn add_provider(app: &TestApp, admin: &str, idp: &SamlIdp, sync: Value) -> Value {
     let r = app
         .post(
             "/api/v1/idp",
@@ -202,7 +199,7 @@ async fn add_provider(app: &TestApp, admin: &str, idp: &SamlIdp, sync: Value) ->
 }
 
 /// Starts a sign-in at Switchyard: returns (the IdP URL, the browser-binding cookie).
-async fn start(app: &TestApp, tenant: &str) -> (String, String) {
+pub(crate) async fn start(app: &TestApp, tenant: &str) -> (String, String) {
     let r = browser_get(app, &format!("/auth/sso/{tenant}/corp?next=/portal"), &[]).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
     (
@@ -212,7 +209,7 @@ async fn start(app: &TestApp, tenant: &str) -> (String, String) {
 }
 
 /// The browser's hop after the ACS, with its binding cookie (or none).
-async fn finish(app: &TestApp, acs: &Resp, binding: Option<&str>) -> Resp {
+pub(crate) async fn finish(app: &TestApp, acs: &Resp, binding: Option<&str>) -> Resp {
     assert_eq!(acs.status, StatusCode::SEE_OTHER, "{}", acs.text);
     let hop = location(acs);
     assert!(hop.starts_with("/auth/saml/finish?t="), "{hop}");
@@ -225,7 +222,13 @@ async fn finish(app: &TestApp, acs: &Resp, binding: Option<&str>) -> Resp {
 }
 
 /// A whole sign-in; returns the session cookie.
-async fn sign_in(app: &TestApp, idp: &SamlIdp, tenant: &str, user: &str, pw: &str) -> String {
+pub(crate) async fn sign_in(
+    app: &TestApp,
+    idp: &SamlIdp,
+    tenant: &str,
+    user: &str,
+    pw: &str,
+) -> String {
     let (url, binding) = start(app, tenant).await;
     let posted = idp.authorize(&url, user, pw).await;
     assert_eq!(posted.acs_path, format!("/auth/saml/{tenant}/corp/acs"));
@@ -244,11 +247,11 @@ async fn sign_in(app: &TestApp, idp: &SamlIdp, tenant: &str, user: &str, pw: &st
 }
 
 /// The reason of the newest failed sign-in in the audit log.
-async fn last_failure(app: &TestApp, admin: &str) -> String {
+pub(crate) async fn last_failure(app: &TestApp, admin: &str) -> String {
     failure_reasons(app, admin).await.swap_remove(0)
 }
 
-async fn saml_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
+pub(crate) async fn saml_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
     let app = TestApp::new(kind).await;
     app.seed_tenant("acme").await;
     let admin = app.login("acme", "admin").await;
@@ -355,7 +358,7 @@ async fn saml_sign_in_creates_the_user_and_syncs_groups(kind: Kind) {
     app.finish().await;
 }
 
-async fn saml_negative_cases_fail_closed(kind: Kind) {
+pub(crate) async fn saml_negative_cases_fail_closed(kind: Kind) {
     let app = TestApp::new(kind).await;
     app.seed_tenant("acme").await;
     app.seed_tenant("globex").await;
@@ -500,143 +503,9 @@ async fn saml_negative_cases_fail_closed(kind: Kind) {
     app.finish().await;
 }
 
-async fn saml_settings_are_validated_and_tested(kind: Kind) {
-    let app = TestApp::new(kind).await;
-    app.seed_tenant("acme").await;
-    app.seed_tenant("globex").await;
-    let admin = app.login("acme", "admin").await;
-    let idp = SamlIdp::start(json!([sp("acme")])).await;
-    let save = |saml: Value| json!({"name": "corp", "display_name": "Corp SAML", "kind": "saml", "saml": saml});
-    let field = |r: &Resp, name: &str| {
-        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
-        assert_eq!(r.headers[header::CONTENT_TYPE], "application/problem+json");
-        assert!(
-            r.body["errors"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["field"] == name),
-            "{name}: {}",
-            r.text
-        );
-    };
-    let r = app
-        .post(
-            "/api/v1/idp",
-            &admin,
-            save(json!({"idp_metadata_url": format!("{}/nothing-here", idp.base)})),
-        )
-        .await;
-    field(&r, "saml.idp_metadata_url");
-    // What an arbitrary URL answered is not echoed.
-    assert!(
-        r.text.contains("did not answer with SAML IdP metadata"),
-        "{}",
-        r.text
-    );
-    assert!(!r.text.contains("404"), "{}", r.text);
-    let r = app
-        .post(
-            "/api/v1/idp",
-            &admin,
-            save(json!({"idp_metadata_xml": "<html>not metadata</html>"})),
-        )
-        .await;
-    field(&r, "saml.idp_metadata_xml");
-    let r = app
-        .post(
-            "/api/v1/idp",
-            &admin,
-            save(json!({"idp_entity_id": "https://idp.example", "idp_sso_url": "ftp://x", "idp_certificates": ["not a cert"]})),
-        )
-        .await;
-    field(&r, "saml.idp_sso_url");
-    field(&r, "saml.idp_certificates");
-    let r = app
-        .post(
-            "/api/v1/idp",
-            &admin,
-            json!({"name": "corp", "display_name": "Corp", "kind": "saml"}),
-        )
-        .await;
-    field(&r, "saml");
-
-    // By hand, with the PEM certificate, works as well as metadata.
-    let pem = idp
-        .http
-        .get(format!("{}/__test/cert", idp.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let r = app
-        .post(
-            "/api/v1/idp",
-            &admin,
-            save(json!({
-                "idp_entity_id": format!("{}/metadata", idp.base),
-                "idp_sso_url": format!("{}/sso", idp.base),
-                "idp_certificates": [pem],
-            })),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    let id = r.body["id"].as_str().unwrap().to_string();
-    let checks = app
-        .post(&format!("/api/v1/idp/{id}/test"), &admin, json!({}))
-        .await;
-    assert_eq!(checks.status, StatusCode::OK, "{}", checks.text);
-    let steps: Vec<(String, bool)> = checks
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["step"].as_str().unwrap().to_string(),
-                c["ok"].as_bool().unwrap(),
-            )
-        })
-        .collect();
-    assert!(steps.iter().all(|(_, ok)| *ok), "{}", checks.text);
-    assert!(steps.iter().any(|(s, _)| s == "single sign-on URL"));
-    let session = sign_in(&app, &idp, "acme", "bob", "bob-pw").await;
-    assert!(!session.is_empty());
-
-    // The IdP goes away: test connection says which step failed.
-    drop(idp);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let checks = app
-        .post(&format!("/api/v1/idp/{id}/test"), &admin, json!({}))
-        .await;
-    let sso = checks
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["step"] == "single sign-on URL")
-        .unwrap()
-        .clone();
-    assert_eq!(sso["ok"], false, "{}", checks.text);
-
-    // Another tenant sees nothing of it.
-    let globex = app.login("globex", "admin").await;
-    let other = app.get(&format!("/api/v1/idp/{id}"), &globex).await;
-    assert_eq!(other.status, StatusCode::NOT_FOUND);
-    let audit = app.get("/api/v1/audit?action=idp.create", &admin).await;
-    assert_eq!(
-        audit.body["items"][0]["summary"]["saml_idp_certificates"], 1,
-        "{}",
-        audit.text
-    );
-    app.finish().await;
-}
-
 /// The RelayState travels through the browser; a POST with it and a junk or unsigned response
 /// is refused without using up the sign-in, which the genuine response then completes.
-async fn a_junk_post_does_not_cancel_a_saml_sign_in(kind: Kind) {
+pub(crate) async fn a_junk_post_does_not_cancel_a_saml_sign_in(kind: Kind) {
     use base64::Engine;
     let app = TestApp::new(kind).await;
     app.seed_tenant("acme").await;

@@ -4,8 +4,6 @@
 //! with another body is refused. Keys are per user and kept for 24 hours. Concurrent requests
 //! with one key serialize on its row: the second waits for the first to commit, then replays.
 
-use sha2::{Digest, Sha256};
-
 use crate::http::error::AppError;
 use crate::store::WriteTx;
 
@@ -33,10 +31,10 @@ impl IdemKey {
                 "use 1 to 255 visible ASCII characters",
             ));
         }
-        let body = serde_json::to_vec(request).map_err(|_| AppError::Internal)?;
+        let body = serde_json::to_string(request).map_err(|_| AppError::Internal)?;
         Ok(IdemKey {
             key: key.to_string(),
-            digest: hex::encode(Sha256::digest(&body)),
+            digest: crate::identity::secret::digest(&body),
         })
     }
 }

@@ -177,6 +177,33 @@ pub async fn get_job(store: &Store, p: &Principal, id: &str) -> ApiResult<Job> {
     Ok(job_from_row(&row)?)
 }
 
+/// The jobs with these ids the caller may see, in the order of `ids` (a few statements, not
+/// one per job).
+pub async fn get_jobs(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<Job>> {
+    require(p, Action::SubmitJobs)?;
+    let mut found = std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(crate::store::STATEMENT_PARAMS - 2) {
+        let list = (0..chunk.len())
+            .map(|i| format!("${}", i + 3))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND j.id IN ({list})"
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(p.tenant_id())
+            .bind(visible_user(p, false));
+        for id in chunk {
+            q = q.bind(id);
+        }
+        for r in q.fetch_all(&store.pool).await? {
+            let j = job_from_row(&r)?;
+            found.insert(j.id.clone(), j);
+        }
+    }
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+}
+
 pub async fn job_detail(store: &Store, p: &Principal, id: &str) -> ApiResult<JobDetail> {
     let job = get_job(store, p, id).await?;
     let rows = sqlx::query("SELECT at, from_state, to_state, detail FROM job_events WHERE tenant_id = $1 AND job_id = $2 ORDER BY at, id")

@@ -376,7 +376,7 @@ pub async fn submit(
             idempotency::claim(&mut tx, p.tenant_id(), p.user_id(), k, now).await?
         {
             drop(tx);
-            let mut jobs = replay(store, p, &ids).await?;
+            let mut jobs = super::get_jobs(store, p, &ids).await?;
             let job = jobs.pop().ok_or(AppError::NotFound)?;
             return Ok(Submitted {
                 value: job,
@@ -422,15 +422,6 @@ pub async fn submit(
 pub struct Submitted<T> {
     pub value: T,
     pub replayed: bool,
-}
-
-/// The jobs an earlier request with the same key created, as they are now.
-async fn replay(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<Job>> {
-    let mut jobs = Vec::with_capacity(ids.len());
-    for id in ids {
-        jobs.push(super::get_job(store, p, id).await?);
-    }
-    Ok(jobs)
 }
 
 /// The most jobs one batch may carry.
@@ -498,7 +489,7 @@ pub async fn submit_batch(
         {
             drop(tx);
             return Ok(Submitted {
-                value: replay(store, p, &ids).await?,
+                value: super::get_jobs(store, p, &ids).await?,
                 replayed: true,
             });
         }

@@ -33,6 +33,8 @@ pub use sso::*;
 
 #[cfg(feature = "ssr")]
 mod ctx {
+    use std::future::Future;
+
     use super::*;
     use crate::backend::SharedBackend;
 
@@ -86,6 +88,32 @@ mod ctx {
             }
         }
         Ok(call)
+    }
+
+    /// The body of a read server function: resolves the caller with [`read`], runs `f` with
+    /// it and passes the result through [`answer`].
+    pub async fn reading<T, F, Fut>(f: F) -> Result<T, AppError>
+    where
+        F: FnOnce(Call) -> Fut,
+        Fut: Future<Output = Result<T, AppError>>,
+    {
+        answer(match read() {
+            Ok(call) => f(call).await,
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The body of a state-changing server function: like [`reading`], but the caller is
+    /// resolved with [`write`], so the CSRF token is checked before `f` runs.
+    pub async fn writing<T, F, Fut>(csrf: &str, f: F) -> Result<T, AppError>
+    where
+        F: FnOnce(Call) -> Fut,
+        Fut: Future<Output = Result<T, AppError>>,
+    {
+        answer(match write(csrf) {
+            Ok(call) => f(call).await,
+            Err(e) => Err(e),
+        })
     }
 
     /// Gives a failed call its real HTTP status (422, 403, 404…) instead of server_fn's 500,

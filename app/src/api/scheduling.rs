@@ -21,46 +21,22 @@ fn text_field(value: String) -> Option<String> {
 
 #[server(prefix = "/_sf", endpoint = "scheduling/overview")]
 pub async fn load_policy_overview() -> Result<PolicyOverview, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::read()?;
-            c.backend.policy_overview(&c.principal).await
-        }
-        .await,
-    )
+    ctx::reading(|c| async move { c.backend.policy_overview(&c.principal).await }).await
 }
 
 #[server(prefix = "/_sf", endpoint = "scheduling/config")]
 pub async fn load_policy_config() -> Result<PolicyConfig, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::read()?;
-            c.backend.policy_config(&c.principal).await
-        }
-        .await,
-    )
+    ctx::reading(|c| async move { c.backend.policy_config(&c.principal).await }).await
 }
 
 #[server(prefix = "/_sf", endpoint = "portal")]
 pub async fn load_portal() -> Result<PortalOverview, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::read()?;
-            c.backend.portal_overview(&c.principal).await
-        }
-        .await,
-    )
+    ctx::reading(|c| async move { c.backend.portal_overview(&c.principal).await }).await
 }
 
 #[server(prefix = "/_sf", endpoint = "jobs/detail")]
 pub async fn load_job(job_id: String) -> Result<JobDetail, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::read()?;
-            c.backend.job_detail(&c.principal, &job_id).await
-        }
-        .await,
-    )
+    ctx::reading(move |c| async move { c.backend.job_detail(&c.principal, &job_id).await }).await
 }
 
 /// The portal's submit form. Times are in seconds here; the API takes milliseconds.
@@ -80,57 +56,51 @@ pub async fn submit_job_form(
     abort_timeout_s: String,
     #[server(default)] idempotency_key: Option<String>,
 ) -> Result<Job, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            let gpu_milli = int_field("gpu_milli", &gpu_milli)?;
-            // Checked and in range here, in the form's own unit and field names: `s * 1000`
-            // on a huge or negative number would overflow (a panic, or a silent wrap).
-            let duration_ms = form::seconds_as_ms("duration_s", &duration_s, form::DURATION_S)?;
-            let max_runtime_ms =
-                form::seconds_as_ms("max_runtime_s", &max_runtime_s, form::MAX_RUNTIME_S)?;
-            let abort_timeout =
-                form::seconds_as_ms("abort_timeout_s", &abort_timeout_s, form::ABORT_TIMEOUT_S)?;
-            let abort = text_field(abort_command).map(|command| AbortSpec {
-                kind: if abort_kind.is_empty() {
-                    "bash".into()
-                } else {
-                    abort_kind
-                },
-                command,
-                timeout_ms: abort_timeout,
-            });
-            let input = SubmitJob {
-                queue_id,
-                name,
-                command,
-                image: None,
-                env: Default::default(),
-                gpu_milli,
-                priority_class: text_field(priority_class),
-                abort,
-                checkpoint_dir: text_field(checkpoint_dir),
-                max_runtime_ms,
-                duration_ms,
-            };
-            let key = idempotency_key.filter(|k| !k.is_empty());
-            c.backend
-                .submit_job(&c.principal, &c.meta, input, key)
-                .await
-        }
-        .await,
-    )
+    ctx::writing(&csrf, move |c| async move {
+        let gpu_milli = int_field("gpu_milli", &gpu_milli)?;
+        // Checked and in range here, in the form's own unit and field names: `s * 1000`
+        // on a huge or negative number would overflow (a panic, or a silent wrap).
+        let duration_ms = form::seconds_as_ms("duration_s", &duration_s, form::DURATION_S)?;
+        let max_runtime_ms =
+            form::seconds_as_ms("max_runtime_s", &max_runtime_s, form::MAX_RUNTIME_S)?;
+        let abort_timeout =
+            form::seconds_as_ms("abort_timeout_s", &abort_timeout_s, form::ABORT_TIMEOUT_S)?;
+        let abort = text_field(abort_command).map(|command| AbortSpec {
+            kind: if abort_kind.is_empty() {
+                "bash".into()
+            } else {
+                abort_kind
+            },
+            command,
+            timeout_ms: abort_timeout,
+        });
+        let input = SubmitJob {
+            queue_id,
+            name,
+            command,
+            image: None,
+            env: Default::default(),
+            gpu_milli,
+            priority_class: text_field(priority_class),
+            abort,
+            checkpoint_dir: text_field(checkpoint_dir),
+            max_runtime_ms,
+            duration_ms,
+        };
+        let key = idempotency_key.filter(|k| !k.is_empty());
+        c.backend
+            .submit_job(&c.principal, &c.meta, input, key)
+            .await
+    })
+    .await
 }
 
 #[server(prefix = "/_sf", endpoint = "jobs/abort")]
 pub async fn abort_job_form(csrf: String, job_id: String) -> Result<Job, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            c.backend.abort_job(&c.principal, &c.meta, &job_id).await
-        }
-        .await,
-    )
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.abort_job(&c.principal, &c.meta, &job_id).await
+    })
+    .await
 }
 
 /// A pool of identical nodes (the API takes any list of nodes).
@@ -146,47 +116,44 @@ pub async fn create_pool_form(
     gpu_hour_cost_cents: String,
     shared: Option<String>,
 ) -> Result<Pool, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            let count = int_field("nodes", &node_count)?.unwrap_or(0);
-            if !(1..=5000).contains(&count) {
-                return Err(AppError::field("nodes", "give 1 to 5000 nodes"));
-            }
-            let gpus = int_field("gpus_per_node", &gpus_per_node)?.unwrap_or(0);
-            if !(0..=16).contains(&gpus) {
-                return Err(AppError::field("gpus_per_node", "must be between 0 and 16"));
-            }
-            let memory = int_field("gpu_memory_mb", &gpu_memory_mb)?.unwrap_or(0);
-            if !(0..=1_048_576).contains(&memory) {
-                return Err(AppError::field(
-                    "gpu_memory_mb",
-                    "must be between 0 and 1048576",
-                ));
-            }
-            let prefix = name.trim().to_string();
-            let nodes = (1..=count)
-                .map(|i| PoolNode {
-                    name: format!("{prefix}-{i}"),
-                    gpus: gpus as u32,
-                    gpu_model: gpu_model.trim().to_string(),
-                    gpu_memory_mb: memory as u32,
-                    cpu_cores: 0,
-                    memory_mb: 0,
-                })
-                .collect();
-            let input = CreatePool {
-                name,
-                executor,
-                nodes,
-                gpu_hour_cost_cents: int_field("gpu_hour_cost_cents", &gpu_hour_cost_cents)?
-                    .unwrap_or(0),
-                shared: shared.is_some(),
-            };
-            c.backend.create_pool(&c.principal, &c.meta, input).await
+    ctx::writing(&csrf, move |c| async move {
+        let count = int_field("nodes", &node_count)?.unwrap_or(0);
+        if !(1..=5000).contains(&count) {
+            return Err(AppError::field("nodes", "give 1 to 5000 nodes"));
         }
-        .await,
-    )
+        let gpus = int_field("gpus_per_node", &gpus_per_node)?.unwrap_or(0);
+        if !(0..=16).contains(&gpus) {
+            return Err(AppError::field("gpus_per_node", "must be between 0 and 16"));
+        }
+        let memory = int_field("gpu_memory_mb", &gpu_memory_mb)?.unwrap_or(0);
+        if !(0..=1_048_576).contains(&memory) {
+            return Err(AppError::field(
+                "gpu_memory_mb",
+                "must be between 0 and 1048576",
+            ));
+        }
+        let prefix = name.trim().to_string();
+        let nodes = (1..=count)
+            .map(|i| PoolNode {
+                name: format!("{prefix}-{i}"),
+                gpus: gpus as u32,
+                gpu_model: gpu_model.trim().to_string(),
+                gpu_memory_mb: memory as u32,
+                cpu_cores: 0,
+                memory_mb: 0,
+            })
+            .collect();
+        let input = CreatePool {
+            name,
+            executor,
+            nodes,
+            gpu_hour_cost_cents: int_field("gpu_hour_cost_cents", &gpu_hour_cost_cents)?
+                .unwrap_or(0),
+            shared: shared.is_some(),
+        };
+        c.backend.create_pool(&c.principal, &c.meta, input).await
+    })
+    .await
 }
 
 #[server(prefix = "/_sf", endpoint = "profiles/create")]
@@ -197,20 +164,17 @@ pub async fn create_profile_form(
     min_gpu_milli: String,
     max_gpu_milli: String,
 ) -> Result<Profile, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            let input = CreateProfile {
-                name,
-                gpu_milli: int_field("gpu_milli", &gpu_milli)?.unwrap_or(0),
-                min_gpu_milli: int_field("min_gpu_milli", &min_gpu_milli)?,
-                max_gpu_milli: int_field("max_gpu_milli", &max_gpu_milli)?,
-                ..Default::default()
-            };
-            c.backend.create_profile(&c.principal, &c.meta, input).await
-        }
-        .await,
-    )
+    ctx::writing(&csrf, move |c| async move {
+        let input = CreateProfile {
+            name,
+            gpu_milli: int_field("gpu_milli", &gpu_milli)?.unwrap_or(0),
+            min_gpu_milli: int_field("min_gpu_milli", &min_gpu_milli)?,
+            max_gpu_milli: int_field("max_gpu_milli", &max_gpu_milli)?,
+            ..Default::default()
+        };
+        c.backend.create_profile(&c.principal, &c.meta, input).await
+    })
+    .await
 }
 
 #[server(prefix = "/_sf", endpoint = "policies/set")]
@@ -222,23 +186,20 @@ pub async fn set_policy_form(
     over_quota_weight: String,
     over_quota_allowed: Option<String>,
 ) -> Result<Policy, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            let input = SetPolicy {
-                group_id,
-                reservation_milli: int_field("reservation_milli", &reservation_milli)?
-                    .ok_or_else(|| AppError::field("reservation_milli", "required"))?,
-                limit_milli: int_field("limit_milli", &limit_milli)?
-                    .ok_or_else(|| AppError::field("limit_milli", "required"))?,
-                over_quota_weight: int_field("over_quota_weight", &over_quota_weight)?.unwrap_or(1),
-                over_quota_allowed: over_quota_allowed.is_some(),
-                exceed_users: Vec::new(),
-            };
-            c.backend.set_policy(&c.principal, &c.meta, input).await
-        }
-        .await,
-    )
+    ctx::writing(&csrf, move |c| async move {
+        let input = SetPolicy {
+            group_id,
+            reservation_milli: int_field("reservation_milli", &reservation_milli)?
+                .ok_or_else(|| AppError::field("reservation_milli", "required"))?,
+            limit_milli: int_field("limit_milli", &limit_milli)?
+                .ok_or_else(|| AppError::field("limit_milli", "required"))?,
+            over_quota_weight: int_field("over_quota_weight", &over_quota_weight)?.unwrap_or(1),
+            over_quota_allowed: over_quota_allowed.is_some(),
+            exceed_users: Vec::new(),
+        };
+        c.backend.set_policy(&c.principal, &c.meta, input).await
+    })
+    .await
 }
 
 #[server(prefix = "/_sf", endpoint = "queues/create")]
@@ -251,23 +212,20 @@ pub async fn create_queue_form(
     spillover: String,
     over_quota: Option<String>,
 ) -> Result<Queue, AppError> {
-    ctx::answer(
-        async move {
-            let c = ctx::write(&csrf)?;
-            let pools = [pool, spillover]
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .collect();
-            let input = CreateQueue {
-                name,
-                policy_id,
-                profile_id,
-                pools,
-                over_quota: over_quota.is_some(),
-                classes: None,
-            };
-            c.backend.create_queue(&c.principal, &c.meta, input).await
-        }
-        .await,
-    )
+    ctx::writing(&csrf, move |c| async move {
+        let pools = [pool, spillover]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
+        let input = CreateQueue {
+            name,
+            policy_id,
+            profile_id,
+            pools,
+            over_quota: over_quota.is_some(),
+            classes: None,
+        };
+        c.backend.create_queue(&c.principal, &c.meta, input).await
+    })
+    .await
 }

@@ -126,7 +126,7 @@ async fn run() {
     let response = hidden(&posted, "SAMLResponse");
     drop(child);
 
-    let one = saml::verify(&config, &provider, &response, &request_id).unwrap();
+    let one = saml::verify(&config, &provider, &response, &request_id, 0).unwrap();
     assert_eq!(one.login.username, "alice");
     println!(
         "SAML response: {} bytes base64, {} groups",
@@ -137,7 +137,7 @@ async fn run() {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let v = saml::verify(&config, &provider, &response, &request_id).unwrap();
+        let v = saml::verify(&config, &provider, &response, &request_id, 0).unwrap();
         times.push(t.elapsed());
         std::hint::black_box(v);
     }
@@ -165,7 +165,7 @@ async fn run() {
         let per = n / threads;
         tasks.push(tokio::task::spawn_blocking(move || {
             for _ in 0..per {
-                saml::verify(&config, &provider, &response, &request_id).unwrap();
+                saml::verify(&config, &provider, &response, &request_id, 0).unwrap();
             }
             per
         }));

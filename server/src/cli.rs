@@ -9,7 +9,6 @@ use serde_json::json;
 use app::model::{CreateTenant, RequestMeta};
 
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::config::{Config, ServeArgs, StoreArgs};
 use crate::identity::{directory, password};
 use crate::store::Store;
@@ -171,7 +170,7 @@ async fn admin_command(store: &Store, admin: AdminCommand) -> anyhow::Result<Exi
                 anyhow::bail!("no user {username} in tenant {tenant}");
             };
             let hash = password::hash(&pw)?;
-            let now = now_ms();
+            let now = store.now();
             let mut tx = store.begin_write().await?;
             directory::set_password_hash(&mut tx, &tenant_id, &user_id, Some(&hash)).await?;
             let revoked = directory::end_access(&mut tx, &tenant_id, &user_id, now, true).await?;

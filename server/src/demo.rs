@@ -8,7 +8,6 @@ use app::model::{
 use serde_json::json;
 
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::identity::{directory, password};
 use crate::store::{new_id, Store};
 
@@ -112,7 +111,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
             ids.insert(*username, u.id);
         }
         let mut project_ids = std::collections::HashMap::new();
-        let now = now_ms();
+        let now = store.now();
         let mut tx = store.begin_write().await?;
         for (group, description, members) in t.groups {
             let gid = new_id();

@@ -8,7 +8,6 @@ use app::access::{Action, Permission, ResourceKind};
 use app::model::*;
 
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError, Validator};
 use crate::identity::require;
 use crate::store::{new_id, Store};
@@ -119,7 +118,7 @@ pub async fn create_rule(
         );
     }
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     sqlx::query("INSERT INTO access_rules (id, tenant_id, group_id, permission, resource_kind, resource_id, project_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
@@ -171,7 +170,7 @@ pub async fn delete_rule(
     .await?
     .ok_or(AppError::NotFound)?;
     let rule = rule_from_row(&row)?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM access_rules WHERE tenant_id = $1 AND id = $2")
         .bind(p.tenant_id())

@@ -11,7 +11,6 @@ use app::model::*;
 
 use crate::access::*;
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{ApiError, ApiResult, AppError, Validator};
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::identity::require;
@@ -193,7 +192,7 @@ pub async fn create_asset(
             .into());
         }
     }
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     sqlx::query(&format!(
@@ -243,7 +242,7 @@ pub async fn delete_asset(
     if asset.permission < Permission::Manage {
         return Err(ApiError(AppError::Forbidden));
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query(&format!(
         "DELETE FROM {} WHERE tenant_id = $1 AND id = $2",

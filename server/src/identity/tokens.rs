@@ -10,7 +10,6 @@ use app::model::*;
 
 use super::{password, require, secret};
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError, Validator};
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::store::{new_id, Store, WriteTx};
@@ -165,7 +164,7 @@ pub async fn audit_failed_login(
     meta: &RequestMeta,
     reason: &str,
 ) -> ApiResult<()> {
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     audit::append(
         &mut tx,
@@ -218,7 +217,7 @@ pub async fn create_session(
     meta: &RequestMeta,
     ttl_ms: i64,
 ) -> ApiResult<(String, String)> {
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let (session, csrf) = insert_session(&mut tx, me, now, ttl_ms).await?;
     audit::append(
@@ -246,7 +245,7 @@ pub async fn end_session(store: &Store, p: &Principal, meta: &RequestMeta) -> Ap
     let Auth::Session { session_id, .. } = &p.auth else {
         return Ok(());
     };
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM sessions WHERE id_hash = $1")
         .bind(session_id)
@@ -310,7 +309,7 @@ pub async fn issue_token(
         "must be between 1 and 365",
     );
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let token = secret::new_api_token();
     let info = ApiToken {
         id: new_id(),
@@ -405,7 +404,7 @@ pub async fn revoke_token(
     if token.revoked_at.is_some() {
         return Ok(());
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE tenant_id = $2 AND id = $3")
         .bind(now)

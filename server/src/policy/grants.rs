@@ -22,7 +22,6 @@ use app::access::Action;
 use app::model::*;
 
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError, Problem};
 use crate::http::extract::ApiJson;
 use crate::http::Caller;
@@ -161,7 +160,7 @@ pub async fn set(
         )
         .into());
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let others: i64 = sqlx::query_scalar(
         "SELECT CAST(COALESCE(SUM(reservation_milli), 0) AS BIGINT) FROM pool_grants WHERE pool_id = $1 AND tenant_id <> $2",

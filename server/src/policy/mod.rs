@@ -21,7 +21,6 @@ use app::access::Action;
 use app::model::*;
 
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::identity::directory::slug_ok;
 use crate::identity::require;

@@ -99,7 +99,7 @@ pub async fn set_policy(
             return Err(AppError::field("exceed_users", format!("no such user: {u}")).into());
         }
     }
-    let now = now_ms();
+    let now = store.now();
     let exceed = serde_json::to_string(&input.exceed_users).unwrap_or_else(|_| "[]".into());
     let mut tx = store.begin_write().await?;
     let current = sqlx::query(&format!(

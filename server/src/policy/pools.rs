@@ -197,7 +197,7 @@ pub async fn create_pool(
         executor: ExecutorKind::parse(&input.executor).unwrap_or(ExecutorKind::Simulated),
         nodes: input.nodes,
         gpu_hour_cost_cents: input.gpu_hour_cost_cents,
-        created_at: now_ms(),
+        created_at: store.now(),
     };
     let gpus: u32 = pool.nodes.iter().map(|n| n.gpus).sum();
     let fit = PoolFit::of(&pool.nodes);

@@ -128,7 +128,7 @@ pub async fn create_profile(
         gpu_memory_mb: input.gpu_memory_mb,
         cpu_milli: input.cpu_milli,
         memory_mb: input.memory_mb,
-        created_at: now_ms(),
+        created_at: store.now(),
     };
     let mut tx = store.begin_write().await?;
     sqlx::query("INSERT INTO profiles (id, tenant_id, name, gpu_milli, min_gpu_milli, max_gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")

@@ -129,7 +129,7 @@ pub async fn create_queue(
         }
     }
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     sqlx::query("INSERT INTO queues (id, tenant_id, name, policy_id, profile_id, pools, over_quota, classes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")

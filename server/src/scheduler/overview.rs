@@ -14,7 +14,6 @@ use app::model::*;
 use super::core;
 use super::driver::{load, Loaded};
 use super::jobs::{list_jobs, JobFilter};
-use crate::clock::now_ms;
 use crate::http::error::ApiResult;
 use crate::identity::require;
 use crate::policy::{list_pools, list_queues, usable_queues};
@@ -80,7 +79,7 @@ async fn groups_usage(
 /// The Policy Manager's view of the caller's tenant.
 pub async fn overview(store: &Store, p: &Principal) -> ApiResult<PolicyOverview> {
     require(p, Action::ViewPolicy)?;
-    let now = now_ms();
+    let now = store.now();
     let l = load(store, now, 0).await?;
     let over = core::over_quota_jobs(&l.snap);
     // Pools: totals over every tenant's jobs (capacity is shared), reservations of ours.
@@ -272,7 +271,7 @@ pub async fn portal(store: &Store, p: &Principal) -> ApiResult<PortalOverview> {
     .bind(p.user_id())
     .fetch_all(&store.pool)
     .await?;
-    let l = load(store, now_ms(), 0).await?;
+    let l = load(store, store.now(), 0).await?;
     let groups = groups_usage(store, p, &l, Some(&mine)).await?;
     // The same until this user's next job is stored (the newest comes first): a double
     // click, or a form posted twice, sends one key twice and creates one job.

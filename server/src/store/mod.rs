@@ -16,6 +16,9 @@ use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::clock::Clock;
+
+pub mod dialects;
 pub mod in_use;
 pub mod owners;
 
@@ -36,6 +39,8 @@ pub struct Store {
     /// Signalled after a commit that changed what the scheduler decides on (the driver waits
     /// on it): domain operations say so with [`WriteTx::wake_scheduler`].
     pub scheduling_changed: Arc<tokio::sync::Notify>,
+    /// The time source ([`Clock::system`] unless a test swaps in a manual one).
+    pub clock: Clock,
 }
 
 /// A write transaction; dropping it without `commit` rolls back.
@@ -45,6 +50,7 @@ pub struct WriteTx {
     /// The store's `scheduling_changed`, signalled on commit when `wake` is set.
     scheduling_changed: Arc<tokio::sync::Notify>,
     wake: bool,
+    now: i64,
 }
 
 impl WriteTx {
@@ -60,6 +66,12 @@ impl WriteTx {
     /// scheduler runs a cycle once it commits (not if it rolls back).
     pub fn wake_scheduler(&mut self) {
         self.wake = true;
+    }
+
+    /// The time this transaction began, read once from the store's clock: every row and audit
+    /// entry it writes carries the same instant.
+    pub fn now(&self) -> i64 {
+        self.now
     }
 }
 
@@ -151,6 +163,7 @@ impl Store {
             dialect,
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
             scheduling_changed: Default::default(),
+            clock: Clock::system(),
         })
     }
 
@@ -165,7 +178,13 @@ impl Store {
             _guard: guard,
             scheduling_changed: self.scheduling_changed.clone(),
             wake: false,
+            now: self.clock.now_ms(),
         })
+    }
+
+    /// Now, by the store's clock: what handlers, the driver and the CLI pass to domain code.
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Whether the database answers (for `/readyz`).

@@ -14,7 +14,6 @@ use app::access::Action;
 use app::model::*;
 
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Problem, Validator};
 use crate::http::extract::ApiJson;
 use crate::http::text::{clean_text, UNCLEAN};
@@ -91,7 +90,7 @@ pub async fn insert_tenant(
     );
     v.check(clean_text(&name), "name", UNCLEAN);
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let tenant = Tenant {
         id: new_id(),
         slug,

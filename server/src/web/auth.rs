@@ -11,7 +11,6 @@ use sqlx::Row;
 
 use app::model::{Auth, Me, Principal, RequestMeta};
 
-use crate::clock::now_ms;
 use crate::http::error::{ApiError, ApiResult, AppError, Validator};
 use crate::identity::secret::constant_time_eq;
 use crate::identity::throttle;
@@ -77,7 +76,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     if unsafe_method && !saml_acs && cross_site(req.headers()) {
         return ApiError(AppError::Forbidden).into_response();
     }
-    let now = now_ms();
+    let now = state.store.now();
     // SCIM carries the tenant's SCIM token and `/metrics` the metrics token, each checked by
     // its own handlers.
     let own_token = path.starts_with("/scim/") || path == "/metrics";
@@ -228,7 +227,7 @@ pub async fn password_login(
     let user = username.trim().to_lowercase();
     let account = account_key(state, &tenant_slug, &user, &meta.source_ip).await?;
     let source = meta.source_ip.as_str();
-    let now = now_ms();
+    let now = state.store.now();
     state
         .throttle
         .lock()

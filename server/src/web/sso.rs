@@ -381,7 +381,7 @@ pub async fn ldap_login(
         form.username.trim().to_lowercase()
     );
     let source = meta.source_ip.as_str();
-    let now = crate::clock::now_ms();
+    let now = state.store.now();
     // Reserved (counted as a failure) before the directory is asked, as for local passwords.
     let reserved = state
         .throttle

@@ -175,7 +175,7 @@ async fn tokens_are_hashed_listed_and_revocable(kind: Kind) {
 }
 
 /// Signs in through the web form; returns the session cookie.
-async fn web_session(app: &TestApp, username: &str) -> String {
+pub(crate) async fn web_session(app: &TestApp, username: &str) -> String {
     let form = format!("tenant=acme&username={username}&password={PASSWORD}&next=%2Fsettings");
     let r = app
         .raw(

@@ -10,6 +10,7 @@ use tower::ServiceExt;
 
 use app::model::{CreateTenant, RequestMeta};
 use switchyard::audit::Actor;
+use switchyard::clock::Clock;
 use switchyard::config::Config;
 use switchyard::identity::{directory, password};
 use switchyard::store::Store;
@@ -21,6 +22,9 @@ pub enum Kind {
 }
 
 pub const PASSWORD: &str = "correct-horse-battery";
+
+/// Where manual clocks start: 2026-01-01T00:00:00Z.
+pub const START_MS: i64 = 1_767_225_600_000;
 
 pub fn postgres_base() -> String {
     std::env::var("SWITCHYARD_TEST_POSTGRES")
@@ -174,10 +178,43 @@ impl TestApp {
         }
     }
 
+    /// An app whose clock stands still until the test moves it (`app.clock().advance(ms)`).
+    pub async fn with_manual_clock(kind: Kind) -> TestApp {
+        let mut db = TestDb::new(kind).await;
+        db.store.clock = Clock::manual(START_MS);
+        let state = switchyard::state(db.store.clone(), test_config());
+        let router = switchyard::http::app(state.clone());
+        TestApp {
+            db,
+            router,
+            state,
+            driver: None,
+            jobs_dir: None,
+        }
+    }
+
+    /// Moves the app's manual clock (the one the app and its scheduler read) forward.
+    pub fn advance_clock(&self, ms: i64) {
+        assert!(
+            self.db.store.clock.advance(ms),
+            "this app runs on the system clock"
+        );
+    }
+
     /// An app whose scheduler runs: a fast tick, no minimum runtime, a short simulated
     /// checkpoint, local jobs in a temporary folder.
     pub async fn with_scheduler(kind: Kind) -> TestApp {
-        let db = TestDb::new(kind).await;
+        TestApp::scheduler_with_clock(kind, Clock::system()).await
+    }
+
+    /// [`TestApp::with_scheduler`] on a manual clock.
+    pub async fn with_scheduler_and_manual_clock(kind: Kind) -> TestApp {
+        TestApp::scheduler_with_clock(kind, Clock::manual(START_MS)).await
+    }
+
+    async fn scheduler_with_clock(kind: Kind, clock: Clock) -> TestApp {
+        let mut db = TestDb::new(kind).await;
+        db.store.clock = clock;
         let jobs_dir = tempfile::tempdir().unwrap();
         let mut config = test_config();
         config.scheduler.tick_ms = 100;

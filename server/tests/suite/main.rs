@@ -31,4 +31,5 @@ mod sso_linking;
 mod ssrf;
 mod store;
 mod submits;
+mod time_limits;
 mod web_hardening;

@@ -9,7 +9,6 @@ use app::model::*;
 
 use super::*;
 use crate::audit::{self};
-use crate::clock::now_ms;
 use crate::http::error::ApiError;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
@@ -103,7 +102,7 @@ pub async fn create_group(
     );
     v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     let row = NewGroupRow {
@@ -166,7 +165,7 @@ pub async fn update_group(
     );
     v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE groups SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
         .bind(&name)
@@ -191,7 +190,7 @@ pub async fn delete_group(
 ) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
     let group = get_group(store, p, id).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     if let Some(why) = in_use::group(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
@@ -250,7 +249,7 @@ pub async fn add_member(
         }
         other => other?,
     };
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     insert_membership(
         &mut tx,
@@ -299,7 +298,7 @@ pub async fn remove_member(
 ) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
     let group = get_group(store, p, group_id).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let row = sqlx::query(
         "SELECT u.username FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND m.group_id = $2 AND m.user_id = $3",

@@ -9,7 +9,6 @@ use app::model::*;
 
 use super::*;
 use crate::audit::{self};
-use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_multiline, UNCLEAN};
 use crate::identity::require;
@@ -86,7 +85,7 @@ pub async fn create_project(
             return Err(AppError::field("parent_id", "no such project in this tenant").into());
         }
     }
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     insert_project_row(
@@ -153,7 +152,7 @@ pub async fn update_project(
     );
     v.check(clean_multiline(&description), "description", UNCLEAN);
     v.finish()?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE projects SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
         .bind(&name)
@@ -181,7 +180,7 @@ pub async fn delete_project(
 ) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
     let project = get_project(store, p, id).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     if let Some(why) = in_use::project(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());

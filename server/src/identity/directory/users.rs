@@ -9,7 +9,6 @@ use app::model::*;
 
 use super::*;
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::identity::{password, require, tokens};
@@ -145,7 +144,7 @@ pub async fn insert_user(
     is_tenant_admin: bool,
     is_platform_admin: bool,
 ) -> ApiResult<User> {
-    let now = now_ms();
+    let now = store.now();
     let user = User {
         id: new_id(),
         tenant_id: tenant_id.to_string(),
@@ -246,7 +245,7 @@ pub async fn update_user(
     let is_tenant_admin = input.is_tenant_admin.unwrap_or(current.is_tenant_admin);
     let disabled = input.disabled.unwrap_or(current.disabled);
     let new_hash = password::hash_off_runtime(input.password.clone()).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE users SET display_name = $1, email = $2, is_tenant_admin = $3, disabled = $4 WHERE tenant_id = $5 AND id = $6")
         .bind(&display_name)
@@ -371,7 +370,7 @@ pub async fn delete_user(
     if id == p.user_id() {
         return Err(AppError::Conflict("You cannot delete your own account".into()).into());
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     purge_user(&mut tx, p.tenant_id(), id).await?;
     audit::record(

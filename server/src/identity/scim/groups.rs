@@ -17,7 +17,6 @@ use super::query::{get_ci, CmpOp, Filter, ListParams};
 use super::schemas::GROUP;
 use super::users::managed;
 use super::{location, meta_of, patch, record, rfc3339, tenant, GROUP_SCHEMA};
-use crate::clock::now_ms;
 use crate::http::text;
 use crate::identity::directory::{self, slug_ok, MemberSource};
 use crate::state::AppState;
@@ -243,7 +242,7 @@ async fn set_members(
     add: &[String],
     remove: &[String],
 ) -> Result<(), ScimError> {
-    let now = now_ms();
+    let now = tx.now();
     for uid in add {
         let user: Option<String> = sqlx::query_scalar(&format!(
             "SELECT username FROM users WHERE tenant_id = $1 AND id = $2 AND {}",
@@ -323,7 +322,7 @@ pub async fn create_group(
         description: &description,
         display_name: Some(&input.display_name),
         external_id: input.external_id.as_deref(),
-        created_at: now_ms(),
+        created_at: tx.now(),
     };
     let r = directory::insert_group_row(&mut tx, &row).await;
     if let Err(e) = r {

@@ -33,7 +33,6 @@ use self::errors::{ScimJson, ScimResult};
 use self::query::ListParams;
 pub use self::token::{issue_token, revoke_token};
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::identity::secret;
 use crate::state::AppState;
 use crate::store::WriteTx;
@@ -146,7 +145,7 @@ async fn record(
 ) -> Result<(), sqlx::Error> {
     audit::append(
         tx,
-        now_ms(),
+        tx.now(),
         Record {
             tenant_id,
             actor: &Actor::system("scim"),

@@ -7,7 +7,6 @@ use app::access::Action;
 use app::model::{Principal, RequestMeta};
 
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::ApiResult;
 use crate::identity::{require, secret};
 use crate::store::Store;
@@ -16,7 +15,7 @@ use crate::store::Store;
 pub async fn issue_token(store: &Store, p: &Principal, meta: &RequestMeta) -> ApiResult<String> {
     require(p, Action::ManageDirectory)?;
     let token = format!("scim_{}", secret::random());
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM scim_tokens WHERE tenant_id = $1")
         .bind(p.tenant_id())
@@ -45,7 +44,7 @@ pub async fn issue_token(store: &Store, p: &Principal, meta: &RequestMeta) -> Ap
 
 pub async fn revoke_token(store: &Store, p: &Principal, meta: &RequestMeta) -> ApiResult<()> {
     require(p, Action::ManageDirectory)?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM scim_tokens WHERE tenant_id = $1")
         .bind(p.tenant_id())

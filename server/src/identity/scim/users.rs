@@ -13,7 +13,6 @@ use super::errors::{scim_json, unique_or, ScimError, ScimJson, ScimResult, ScimT
 use super::query::{get_ci, ListParams};
 use super::schemas::USER;
 use super::{location, meta_of, patch, record, rfc3339, tenant, USER_SCHEMA};
-use crate::clock::now_ms;
 use crate::http::text;
 use crate::identity::directory::{self, slug_ok};
 use crate::state::AppState;
@@ -326,7 +325,7 @@ pub async fn create_user(
         external_id: input.external_id.as_deref(),
         provisioned_by: Some("scim"),
         scim_name: scim_name.as_deref(),
-        created_at: now_ms(),
+        created_at: tx.now(),
     };
     let inserted = directory::insert_user_row(&mut tx, &row).await;
     if let Err(e) = inserted {
@@ -362,7 +361,7 @@ async fn write(
         return Err(unique_or(e, "a user with this userName exists"));
     }
     if !input.active {
-        directory::end_access(tx, tenant, id, now_ms(), true).await?;
+        directory::end_access(tx, tenant, id, tx.now(), true).await?;
     }
     record(tx, tenant, meta, "user.update", "user", id, json!({"username": input.username, "display_name": input.display_name, "email": input.email, "active": input.active, "via": "scim"})).await?;
     Ok(())

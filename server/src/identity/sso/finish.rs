@@ -13,7 +13,6 @@ use super::*;
 
 use super::link as sso_link;
 use crate::audit::{self, Actor, Record};
-use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError};
 use crate::http::text::{self};
 use crate::identity::directory::{self, slug_ok, MemberSource};
@@ -151,7 +150,7 @@ pub async fn audit_failure(
         let mut tx = store.begin_write().await?;
         audit::append(
             &mut tx,
-            now_ms(),
+            store.now(),
             Record {
                 tenant_id: &provider.tenant_id,
                 actor: &Actor::system(who),
@@ -208,7 +207,7 @@ pub async fn finish_login(
         .await;
         return Ok(Finished::Refused(Refusal::NotInRequiredGroup));
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let linked: Option<String> = sqlx::query_scalar(
         "SELECT user_id FROM external_identities WHERE provider_id = $1 AND subject = $2",

@@ -26,7 +26,6 @@ use app::model::{ConnectionCheck, OidcSettings};
 use super::outbound::{self, IdpHttp};
 use super::requests::{self, NewRequest, Pending, REQUEST_TTL_MS};
 use super::{self as sso, ExternalLogin, ProviderRow};
-use crate::clock::now_ms;
 use crate::config::Config;
 use crate::identity::secret;
 use crate::store::Store;
@@ -175,7 +174,7 @@ pub async fn start(
     }
     let (url, state, nonce) = req.set_pkce_challenge(challenge).url();
     let browser = secret::random();
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let browser_hash = secret::digest(&browser);
     let request = NewRequest {

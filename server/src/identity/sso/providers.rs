@@ -11,7 +11,6 @@ use super::*;
 
 use super::link as sso_link;
 use crate::audit::{self};
-use crate::clock::now_ms;
 use crate::config::Config;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::text::{clean_text, UNCLEAN};
@@ -314,7 +313,7 @@ pub async fn create_provider(
     }
     validate(&input, false, allow_private)?;
     outbound::check_provider(&input, allow_private).await?;
-    let now = now_ms();
+    let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
     sqlx::query("INSERT INTO identity_providers (id, tenant_id, name, display_name, kind, enabled, config, secret, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)")
@@ -361,7 +360,7 @@ pub async fn update_provider(
     }
     validate(&input, existing.secret.is_some(), allow_private)?;
     outbound::check_provider(&input, allow_private).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     sqlx::query("UPDATE identity_providers SET name = $1, display_name = $2, kind = $3, enabled = $4, config = $5, secret = COALESCE($6, secret), updated_at = $7 WHERE tenant_id = $8 AND id = $9")
         .bind(&input.name)
@@ -400,7 +399,7 @@ pub async fn delete_provider(
     id: &str,
 ) -> ApiResult<()> {
     let existing = provider_row(store, p, id).await?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let removed = crate::identity::directory::delete_memberships_from(
         &mut tx,
@@ -487,7 +486,7 @@ pub async fn set_sign_in_settings(
     input: SignInSettings,
 ) -> ApiResult<SignInSettings> {
     require(p, Action::ManageDirectory)?;
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     crate::tenancy::set_password_login(&mut tx, p.tenant_id(), input.password_login).await?;
     audit::record(

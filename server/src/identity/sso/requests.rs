@@ -4,7 +4,6 @@
 
 use sqlx::Row;
 
-use crate::clock::now_ms;
 use crate::identity::secret;
 use crate::store::{Store, WriteTx};
 
@@ -79,8 +78,9 @@ pub async fn take(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Err
         .bind(secret::digest(key))
         .execute(&mut *tx.tx)
         .await?;
+    let now = tx.now();
     tx.commit().await?;
-    pending_from(&row)
+    pending_from(&row, now)
 }
 
 /// Reads the sign-in request stored under `key` without taking it (the SAML ACS verifies the
@@ -92,7 +92,7 @@ pub async fn peek(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Err
         .fetch_optional(&store.pool)
         .await?;
     match row {
-        Some(r) => pending_from(&r),
+        Some(r) => pending_from(&r, store.now()),
         None => Ok(None),
     }
 }
@@ -102,15 +102,15 @@ pub async fn peek(store: &Store, key: &str) -> Result<Option<Pending>, sqlx::Err
 pub async fn take_in(tx: &mut WriteTx, key: &str) -> Result<bool, sqlx::Error> {
     let n = sqlx::query("DELETE FROM sso_requests WHERE id_hash = $1 AND expires_at >= $2")
         .bind(secret::digest(key))
-        .bind(now_ms())
+        .bind(tx.now())
         .execute(&mut *tx.tx)
         .await?
         .rows_affected();
     Ok(n == 1)
 }
 
-fn pending_from(row: &sqlx::any::AnyRow) -> Result<Option<Pending>, sqlx::Error> {
-    if row.try_get::<i64, _>("expires_at")? < now_ms() {
+fn pending_from(row: &sqlx::any::AnyRow, now: i64) -> Result<Option<Pending>, sqlx::Error> {
+    if row.try_get::<i64, _>("expires_at")? < now {
         return Ok(None);
     }
     Ok(Some(Pending {

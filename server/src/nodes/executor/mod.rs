@@ -73,6 +73,8 @@ pub struct Adopt {
     pub handle: Option<String>,
     /// When it started (ms since the epoch), for simulated durations.
     pub started_at: i64,
+    /// Now, by the control plane's clock (the adopter measures what is left from it).
+    pub now: i64,
 }
 
 pub type Events = UnboundedSender<ExecEvent>;

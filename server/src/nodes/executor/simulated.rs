@@ -132,7 +132,7 @@ impl Executor for SimulatedExecutor {
     async fn adopt(&self, job: Adopt) {
         // A simulated job survives a restart of the control plane, like a real one would: it
         // goes on for what is left of its duration.
-        let elapsed = crate::clock::now_ms() - job.started_at;
+        let elapsed = job.now - job.started_at;
         let remaining = job.launch.duration_ms.unwrap_or(60_000) - elapsed;
         if job.handle.is_none() {
             let _ = self.events.send(ExecEvent::Running {

@@ -380,7 +380,7 @@ impl Driver {
 
     /// Marks admitted jobs `starting` (one transaction) and hands them to their executors.
     pub(super) async fn launch(&mut self, ids: &[String]) -> Result<(), sqlx::Error> {
-        let now = now_ms();
+        let now = self.store.now();
         let mut started = Vec::new();
         let mut tx = self.store.begin_write().await?;
         for chunk in ids.chunks(STATEMENT_PARAMS) {

@@ -8,7 +8,7 @@ use crate::store::{opt_text_enum, text_enum};
 impl Driver {
     /// Commits what the executors reported, in one transaction.
     pub(super) async fn apply_events(&mut self, evs: &[ExecEvent]) -> Result<(), sqlx::Error> {
-        let now = now_ms();
+        let now = self.store.now();
         let mut ids: Vec<String> = evs.iter().map(|e| event_job(e).to_string()).collect();
         ids.sort_unstable();
         ids.dedup();

@@ -41,7 +41,6 @@ use app::model::{format_gpus as gpus, ExecutorKind, JobState, PoolNode, RequestM
 
 use super::core::{self, Decisions, WaitReason};
 use crate::audit::{self, Actor, BatchRecord};
-use crate::clock::now_ms;
 pub use crate::config::DriverConfig;
 use crate::nodes::executor::disabled::DisabledExecutor;
 use crate::nodes::executor::local::LocalExecutor;
@@ -300,13 +299,14 @@ impl Driver {
         if rows.is_empty() {
             return Ok(());
         }
+        let now = self.store.now();
         let mut info = HashMap::new();
         for r in &rows {
             let id: String = r.try_get("id")?;
             let handle: Option<String> = r.try_get("handle")?;
             let started: Option<i64> = r.try_get("started_at")?;
             let admitted: Option<i64> = r.try_get("admitted_at")?;
-            info.insert(id, (handle, started.or(admitted).unwrap_or_else(now_ms)));
+            info.insert(id, (handle, started.or(admitted).unwrap_or(now)));
         }
         let ids: Vec<String> = info.keys().cloned().collect();
         let (launches, corrupt) = self.launches(&ids).await?;
@@ -315,12 +315,13 @@ impl Driver {
             "scheduler: adopting jobs after restart"
         );
         for (kind, launch) in launches {
-            let (handle, started_at) = info.remove(&launch.job_id).unwrap_or((None, now_ms()));
+            let (handle, started_at) = info.remove(&launch.job_id).unwrap_or((None, now));
             self.executor(kind)
                 .adopt(Adopt {
                     launch,
                     handle,
                     started_at,
+                    now,
                 })
                 .await;
         }
@@ -333,12 +334,12 @@ impl Driver {
     /// One scheduling cycle: snapshot, core, commit, launch and stop.
     async fn cycle(&mut self) -> Result<(), sqlx::Error> {
         let t0 = Instant::now();
-        let now = now_ms();
+        let now = self.store.now();
         let loaded = load(&self.store, now, self.cfg.min_runtime_ms).await?;
         let decisions = core::schedule(&loaded.snap);
         // Transitions are stamped after the load, so they never precede what the load saw
         // (a submit that committed while the snapshot was being read).
-        let admitted = self.commit(&loaded, &decisions, now_ms()).await?;
+        let admitted = self.commit(&loaded, &decisions, self.store.now()).await?;
         let to_launch: Vec<String> = loaded
             .jobs
             .iter()
@@ -376,7 +377,7 @@ impl Driver {
                 }
             }
         }
-        let over_time = self.runtime_limits(&loaded, now_ms()).await?;
+        let over_time = self.runtime_limits(&loaded, self.store.now()).await?;
         stops.extend(over_time);
         for (id, reason, executor) in stops {
             self.stops_sent.insert(id.clone());

@@ -18,7 +18,6 @@ use app::access::Action;
 use app::model::*;
 
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{ApiResult, AppError};
 use crate::identity::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Store, WriteTx};
@@ -237,7 +236,7 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
     if job.stop_reason == Some(StopReason::Abort) {
         return Err(AppError::Conflict("The job is already being aborted".into()).into());
     }
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let to = if matches!(job.state, JobState::Queued | JobState::Admitted) {
         JobState::Aborted

@@ -9,7 +9,6 @@ use super::caps::PendingCaps;
 use super::idempotency::{self, Claim, IdemKey};
 use super::*;
 use crate::audit;
-use crate::clock::now_ms;
 use crate::http::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::identity::require;
@@ -367,7 +366,7 @@ pub async fn submit(
 ) -> ApiResult<Submitted<Job>> {
     require(p, Action::SubmitJobs)?;
     let ctx = queue_ctx(store, p, &input.queue_id).await?;
-    let now = now_ms();
+    let now = store.now();
     let job = prepare(&ctx, p, input, now)?;
     let priority = priority_of(&ctx, &job);
     let mut tx = store.begin_write().await?;
@@ -443,7 +442,7 @@ pub async fn submit_batch(
             AppError::field("jobs", format!("send 1 to {MAX_BATCH} jobs per batch")).into(),
         );
     }
-    let now = now_ms();
+    let now = store.now();
     let mut queues: std::collections::HashMap<String, QueueCtx> = Default::default();
     let mut errors: Vec<FieldError> = Vec::new();
     let mut items = Vec::with_capacity(input.jobs.len());

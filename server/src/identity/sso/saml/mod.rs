@@ -26,7 +26,6 @@ use app::model::{ConnectionCheck, SamlSettings};
 use super::outbound;
 use super::requests::{self, NewRequest, REQUEST_TTL_MS};
 use super::{ExternalLogin, ProviderRow};
-use crate::clock::now_ms;
 use crate::config::Config;
 use crate::identity::secret;
 use crate::store::Store;
@@ -118,7 +117,7 @@ pub async fn start(
     let relay_state = secret::random();
     let (url, request_id) = authn_redirect(config, provider, &relay_state)?;
     let browser = secret::random();
-    let now = now_ms();
+    let now = store.now();
     let mut tx = store.begin_write().await?;
     let browser_hash = secret::digest(&browser);
     let request = NewRequest {
@@ -153,6 +152,7 @@ pub fn verify(
     provider: &ProviderRow,
     saml_response: &str,
     request_id: &str,
+    now: i64,
 ) -> Result<Verified, SamlError> {
     let s = settings(provider)?;
     let sp = service_provider(config, provider, s);
@@ -187,7 +187,7 @@ pub fn verify(
         .as_ref()
         .and_then(|c| c.not_on_or_after)
         .map(|t| t.timestamp_millis())
-        .unwrap_or_else(|| now_ms() + 3_600_000)
+        .unwrap_or(now + 3_600_000)
         + CLOCK_SKEW_SECS * 1000;
     Ok(Verified {
         login: login_from(s, &assertion)?,
@@ -290,16 +290,16 @@ pub async fn consume(
     if taken.provider_id != provider.id || taken.tenant_id != provider.tenant_id {
         return Err(SamlError::State);
     }
+    let now = store.now();
     let verified = {
         let config = config.clone();
         let provider = provider.clone();
         let response = saml_response.to_string();
         let request_id = taken.nonce.clone();
-        tokio::task::spawn_blocking(move || verify(&config, &provider, &response, &request_id))
+        tokio::task::spawn_blocking(move || verify(&config, &provider, &response, &request_id, now))
             .await
             .map_err(|e| SamlError::Provider(e.to_string()))??
     };
-    let now = now_ms();
     let hop = secret::random();
     let login =
         serde_json::to_string(&verified.login).map_err(|e| SamlError::Provider(e.to_string()))?;

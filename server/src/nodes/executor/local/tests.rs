@@ -339,6 +339,7 @@ async fn adopt_after_restart() {
             launch: finishing,
             handle: Some(pid.to_string()),
             started_at: 0,
+            now: 0,
         })
         .await;
     second
@@ -346,6 +347,7 @@ async fn adopt_after_restart() {
             launch: long,
             handle: Some(long_pid.to_string()),
             started_at: 0,
+            now: 0,
         })
         .await;
     assert_eq!(second.running(), 2);
@@ -380,6 +382,7 @@ async fn adopt_after_restart() {
             launch: job("done", "true"),
             handle: Some(gone.into()),
             started_at: 0,
+            now: 0,
         })
         .await;
     assert_eq!(
@@ -395,6 +398,7 @@ async fn adopt_after_restart() {
             launch: job("vanished", "true"),
             handle: Some(gone.into()),
             started_at: 0,
+            now: 0,
         })
         .await;
     assert_eq!(
@@ -410,6 +414,7 @@ async fn adopt_after_restart() {
             launch: job("reused", "true"),
             handle: Some(std::process::id().to_string()),
             started_at: 0,
+            now: 0,
         })
         .await;
     assert!(matches!(
@@ -422,6 +427,7 @@ async fn adopt_after_restart() {
             launch: job("never", "true"),
             handle: None,
             started_at: 0,
+            now: 0,
         })
         .await;
     assert_eq!(

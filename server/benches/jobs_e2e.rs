@@ -84,7 +84,7 @@ async fn run(label: &str, url: &str, n: usize, clients: usize, batch: usize) {
     config.scheduler.tick_ms = 200;
     config.scheduler.min_runtime_ms = 0;
     let state = switchyard::state(store.clone(), config);
-    let router = switchyard::http::app(state.clone());
+    let router = switchyard::routes::app(state.clone());
     let driver = switchyard::start_scheduler(&state);
     let login = router
         .clone()

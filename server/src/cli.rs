@@ -88,7 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(serve) => {
             let config = Config::resolve(&cli.store, &serve)?;
-            crate::http::serve::serve(config).await?;
+            crate::routes::serve::serve(config).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Admin(admin) => {

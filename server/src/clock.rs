@@ -1,8 +1,8 @@
 //! The wall clock, read only at the edges.
 //!
 //! Domain code never reads the system time: a write transaction carries the time it began
-//! ([`crate::store::WriteTx::now`]), reads take `now` as a parameter, and the edges (handlers,
-//! the driver loop, the CLI) ask the store's clock ([`crate::store::Store::now`]). Tests put a
+//! (`WriteTx::now`), reads take `now` as a parameter, and the edges (handlers,
+//! the driver loop, the CLI) ask the store's clock (`Store::now`). Tests put a
 //! [`Clock::manual`] into the store and move it, so session lifetimes, token expiry, runtime
 //! limits and throttle windows are tested without waiting. `clippy.toml` forbids
 //! `SystemTime::now` everywhere else.

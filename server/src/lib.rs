@@ -12,6 +12,7 @@ pub mod http;
 pub mod identity;
 pub mod nodes;
 pub mod policy;
+pub mod routes;
 pub mod scheduler;
 pub mod state;
 pub mod store;

@@ -424,6 +424,9 @@ pub struct SubmittedJobs {
 }
 
 /// Milli-GPUs as GPUs for people: `2`, `0.5`, `1.25`.
+/// One whole GPU in milli-GPU, the unit of every GPU amount (quotas, requests, fractions).
+pub const WHOLE_GPU_MILLI: i64 = 1000;
+
 pub fn format_gpus(milli: i64) -> String {
     if milli % 1000 == 0 {
         format!("{}", milli / 1000)

@@ -17,7 +17,7 @@ use app::access::{can, effective, Action, Permission, ResourceKind, Rule, Scope,
 use app::model::*;
 
 use crate::http::error::ApiResult;
-use crate::identity::require;
+use crate::http::require;
 use crate::store::Store;
 
 mod rules;

@@ -9,7 +9,7 @@ use app::model::*;
 
 use crate::audit;
 use crate::http::error::{ApiResult, AppError, Validator};
-use crate::identity::require;
+use crate::http::require;
 use crate::store::{new_id, Store};
 
 fn rule_from_row(r: &AnyRow) -> Result<AccessRule, sqlx::Error> {

@@ -12,8 +12,8 @@ use app::time::parse_time;
 
 use crate::http::error::{ApiResult, AppError, Problem};
 use crate::http::extract::ApiQuery;
+use crate::http::require;
 use crate::http::Caller;
-use crate::identity::require;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

@@ -12,8 +12,8 @@ use app::model::*;
 use crate::access::*;
 use crate::audit;
 use crate::http::error::{ApiError, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_text, UNCLEAN};
-use crate::identity::require;
 use crate::store::{new_id, Store};
 
 fn table(kind: ResourceKind) -> &'static str {

@@ -36,6 +36,17 @@ pub fn scrub(s: &str, max: usize) -> String {
         .collect()
 }
 
+/// A name used in URLs and as a key (tenant, group and project slugs): lowercase letters,
+/// digits, `-`, `_` and `.`, starting with a letter or digit, at most 63 bytes.
+pub fn slug_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_' || b == b'.'
+        })
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,9 +41,8 @@ async fn login(
     Extension(meta): Extension<RequestMeta>,
     ApiJson(req): ApiJson<LoginRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
-    let me =
-        crate::web::auth::password_login(&state, &meta, &req.tenant, &req.username, &req.password)
-            .await?;
+    let me = super::login::password_login(&state, &meta, &req.tenant, &req.username, &req.password)
+        .await?;
     let name = req.token_name.unwrap_or_else(|| "login".into());
     let t = tokens::issue_token(
         &state.store,

@@ -8,9 +8,10 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::{password, require, secret};
+use super::{password, secret};
 use crate::audit::{self, Actor, Record};
 use crate::http::error::{ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::store::{new_id, Store, WriteTx};
 

@@ -24,11 +24,11 @@ use app::model::*;
 use crate::audit;
 use crate::http::error::{ApiResult, AppError, Problem};
 use crate::http::extract::ApiJson;
+use crate::http::require;
 use crate::http::Caller;
-use crate::identity::require;
-use crate::scheduler::core::WHOLE;
 use crate::state::AppState;
 use crate::store::{Store, WriteTx};
+use app::model::WHOLE_GPU_MILLI as WHOLE;
 
 /// A tenant's grant on a shared pool.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
@@ -97,7 +97,7 @@ async fn shared_pool(store: &Store, id: &str) -> ApiResult<Option<(String, i64)>
     };
     let nodes: Vec<PoolNode> = serde_json::from_str(&row.try_get::<String, _>("nodes")?)
         .map_err(|e| anyhow::anyhow!("pool {id}: stored nodes are not valid: {e}"))?;
-    let capacity = nodes.iter().map(|n| i64::from(n.gpus) * WHOLE as i64).sum();
+    let capacity = nodes.iter().map(|n| i64::from(n.gpus) * WHOLE).sum();
     Ok(Some((row.try_get("name")?, capacity)))
 }
 

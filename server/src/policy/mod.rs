@@ -22,10 +22,10 @@ use app::model::*;
 
 use crate::audit;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::identity::directory::slug_ok;
-use crate::identity::require;
-use crate::scheduler::core::WHOLE;
 use crate::store::{flag, new_id, Store};
+use app::model::WHOLE_GPU_MILLI as WHOLE;
 
 /// The most nodes one pool may declare (the benchmark's 1,250 x 8 fits).
 pub const MAX_NODES: usize = 5000;
@@ -33,8 +33,8 @@ pub const MAX_GPUS_PER_NODE: u32 = 16;
 
 /// Whether an amount of milli-GPUs can be requested: a fraction of one GPU, or whole GPUs.
 pub fn valid_amount(m: i64) -> bool {
-    (1..WHOLE as i64).contains(&m)
-        || (m >= WHOLE as i64 && m % WHOLE as i64 == 0 && m <= (MAX_GPUS_PER_NODE * WHOLE) as i64)
+    (1..WHOLE).contains(&m)
+        || (m >= WHOLE && m % WHOLE == 0 && m <= MAX_GPUS_PER_NODE as i64 * WHOLE)
 }
 
 pub fn default_classes() -> Vec<PriorityClass> {

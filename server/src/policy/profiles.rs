@@ -59,7 +59,7 @@ pub async fn create_profile(
     } else {
         (
             input.min_gpu_milli.unwrap_or(125),
-            input.max_gpu_milli.unwrap_or(WHOLE as i64),
+            input.max_gpu_milli.unwrap_or(WHOLE),
         )
     };
     let mut v = Validator::default();

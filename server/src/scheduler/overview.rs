@@ -15,7 +15,7 @@ use super::core;
 use super::driver::{load, Loaded};
 use super::jobs::{list_jobs, JobFilter};
 use crate::http::error::ApiResult;
-use crate::identity::require;
+use crate::http::require;
 use crate::policy::{list_pools, list_queues, usable_queues};
 use crate::store::Store;
 

@@ -16,10 +16,10 @@ use app::model::*;
 use crate::audit::{self, Actor, Record};
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Problem, Validator};
 use crate::http::extract::ApiJson;
+use crate::http::require;
+use crate::http::text::slug_ok;
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::http::Caller;
-use crate::identity::directory::slug_ok;
-use crate::identity::require;
 use crate::state::AppState;
 use crate::store::{new_id, Store};
 

@@ -90,7 +90,7 @@ impl Backend for WebBackend {
         p: &Principal,
         filter: AuditFilter,
     ) -> Result<Page<AuditEntry>, AppError> {
-        crate::identity::require(p, app::access::Action::ViewAudit)?;
+        crate::http::require(p, app::access::Action::ViewAudit)?;
         Ok(crate::audit::list(&self.state.store, p.tenant_id(), &filter).await?)
     }
     async fn list_tenants(&self, p: &Principal) -> Result<Vec<TenantSummary>, AppError> {
@@ -108,7 +108,7 @@ impl Backend for WebBackend {
         Ok(crate::scheduler::overview::overview(&self.state.store, p).await?)
     }
     async fn policy_config(&self, p: &Principal) -> Result<PolicyConfig, AppError> {
-        crate::identity::require(p, app::access::Action::ViewPolicy)?;
+        crate::http::require(p, app::access::Action::ViewPolicy)?;
         let store = &self.state.store;
         Ok(PolicyConfig {
             pools: res::list_pools(store, p).await?,

@@ -372,7 +372,7 @@ pub async fn ldap_login(
             return to_login(&tenant, "sso_failed");
         }
     };
-    if crate::web::auth::check_sign_in_names(None, &form.username).is_err() {
+    if crate::identity::login::check_sign_in_names(None, &form.username).is_err() {
         return to_login(&tenant, "too_long");
     }
     let account = format!(

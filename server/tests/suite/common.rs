@@ -143,7 +143,7 @@ impl TestApp {
     pub async fn with_config(kind: Kind, config: Config) -> TestApp {
         let db = TestDb::new(kind).await;
         let state = switchyard::state(db.store.clone(), config);
-        let router = switchyard::http::app(state.clone());
+        let router = switchyard::routes::app(state.clone());
         TestApp {
             db,
             router,
@@ -159,7 +159,7 @@ impl TestApp {
         let mut config = (*self.state.config).clone();
         change(&mut config);
         self.state = switchyard::state(self.db.store.clone(), config);
-        self.router = switchyard::http::app(self.state.clone());
+        self.router = switchyard::routes::app(self.state.clone());
     }
 
     /// An app with these settings changed from the test defaults.
@@ -168,7 +168,7 @@ impl TestApp {
         let mut config = test_config();
         change(&mut config);
         let state = switchyard::state(db.store.clone(), config);
-        let router = switchyard::http::app(state.clone());
+        let router = switchyard::routes::app(state.clone());
         TestApp {
             db,
             router,
@@ -183,7 +183,7 @@ impl TestApp {
         let mut db = TestDb::new(kind).await;
         db.store.clock = Clock::manual(START_MS);
         let state = switchyard::state(db.store.clone(), test_config());
-        let router = switchyard::http::app(state.clone());
+        let router = switchyard::routes::app(state.clone());
         TestApp {
             db,
             router,
@@ -227,7 +227,7 @@ impl TestApp {
         config.scheduler.job_uid = uid;
         config.scheduler.job_gid = gid;
         let state = switchyard::state(db.store.clone(), config);
-        let router = switchyard::http::app(state.clone());
+        let router = switchyard::routes::app(state.clone());
         let driver = Some(switchyard::start_scheduler(&state));
         TestApp {
             db,

@@ -298,7 +298,7 @@ async fn waiting_jobs_are_capped_per_user_and_group(kind: Kind) {
     config.max_pending_per_user = 3;
     config.max_pending_per_group = 4;
     app.state.config = std::sync::Arc::new(config);
-    app.router = switchyard::http::app(app.state.clone());
+    app.router = switchyard::routes::app(app.state.clone());
     app.seed_tenant("acme").await;
     let admin = app.login("acme", "admin").await;
     let member = app.login("acme", "member").await;

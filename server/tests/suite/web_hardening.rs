@@ -402,7 +402,7 @@ async fn pages_answer_while_other_routers_are_built(kind: Kind) {
         tokio::spawn(async move {
             let mut built = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _router = switchyard::http::app(state.clone());
+                let _router = switchyard::routes::app(state.clone());
                 built += 1;
                 tokio::task::yield_now().await;
             }

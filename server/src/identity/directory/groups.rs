@@ -11,8 +11,8 @@ use super::*;
 use crate::audit::{self};
 use crate::http::error::ApiError;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
-use crate::identity::require;
 use crate::store::{in_use, new_id, Store, WriteTx};
 
 const GROUP_SELECT: &str = "SELECT g.id, g.tenant_id, g.name, g.description, g.created_at,

@@ -5,6 +5,7 @@ use app::model::*;
 
 use crate::http::error::{ApiResult, AppError};
 use crate::http::text::clean_text;
+pub(crate) use crate::http::text::slug_ok;
 
 mod groups;
 mod projects;
@@ -50,15 +51,6 @@ fn paginate<T>(mut items: Vec<T>, limit: i64, key: impl Fn(&T) -> String) -> Pag
         None
     };
     Page { items, next_cursor }
-}
-
-pub(crate) fn slug_ok(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_' || b == b'.'
-        })
-        && s.as_bytes()[0].is_ascii_alphanumeric()
 }
 
 fn email_ok(s: &str) -> bool {

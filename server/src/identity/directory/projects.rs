@@ -10,8 +10,8 @@ use app::model::*;
 use super::*;
 use crate::audit::{self};
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_multiline, UNCLEAN};
-use crate::identity::require;
 use crate::store::{in_use, new_id, Store, WriteTx};
 
 const PROJECT_COLUMNS: &str = "id, tenant_id, name, description, parent_id, created_at";

@@ -10,8 +10,9 @@ use app::model::*;
 use super::*;
 use crate::audit::{self, Actor, Record};
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_text, UNCLEAN};
-use crate::identity::{password, require, tokens};
+use crate::identity::{password, tokens};
 use crate::store::{flag, new_id, Store, WriteTx};
 
 pub(crate) const USER_COLUMNS: &str = "id, tenant_id, username, display_name, email, password_hash, is_tenant_admin, is_platform_admin, disabled, created_at";

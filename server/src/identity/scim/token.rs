@@ -8,7 +8,8 @@ use app::model::{Principal, RequestMeta};
 
 use crate::audit;
 use crate::http::error::ApiResult;
-use crate::identity::{require, secret};
+use crate::http::require;
+use crate::identity::secret;
 use crate::store::Store;
 
 /// Issues the tenant's SCIM token, replacing any earlier one; shown once.

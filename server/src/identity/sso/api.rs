@@ -13,8 +13,8 @@ use app::model::*;
 use super::{self as sso, ldap, oidc};
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::ApiJson;
+use crate::http::require;
 use crate::http::Caller;
-use crate::identity::require;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {

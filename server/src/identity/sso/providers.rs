@@ -13,9 +13,9 @@ use super::link as sso_link;
 use crate::audit::{self};
 use crate::config::Config;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::require;
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::identity::directory::slug_ok;
-use crate::identity::require;
 use crate::store::{flag, new_id, Store};
 
 pub async fn list_providers(

@@ -42,7 +42,7 @@ use capacity::PoolState;
 use reclaim::reclaim;
 
 pub type MilliGpu = u32;
-pub const WHOLE: MilliGpu = 1000;
+pub const WHOLE: MilliGpu = app::model::WHOLE_GPU_MILLI as MilliGpu;
 
 #[derive(Clone, Debug)]
 pub struct Device {

@@ -19,7 +19,7 @@ use app::model::*;
 
 use crate::audit;
 use crate::http::error::{ApiResult, AppError};
-use crate::identity::require;
+use crate::http::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Store, WriteTx};
 
 mod submit;

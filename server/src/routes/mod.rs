@@ -1,7 +1,12 @@
-//! Router assembly: the REST API under `/api/v1` (OpenAPI 3.1 at `/api/v1/openapi.json`),
-//! health and metrics at the root, the pages, and the middleware every request passes.
+//! Router assembly, above every domain: the REST API under `/api/v1` (OpenAPI 3.1 at
+//! `/api/v1/openapi.json`), health and metrics at the root, the pages, the middleware every
+//! request passes, and starting and stopping the server (`serve`). Only this module imports
+//! the domains' routers; they import the toolkit in [`crate::http`], never this.
 
 use std::time::Instant;
+
+mod metrics;
+pub mod serve;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
@@ -15,8 +20,8 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::error::{self, ApiError, AppError};
-use super::{metrics, problems, request_id};
+use crate::http::error::{self, ApiError, AppError};
+use crate::http::{problems, request_id};
 use crate::state::AppState;
 
 #[derive(OpenApi)]

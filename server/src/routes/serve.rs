@@ -29,7 +29,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if seeded {
         crate::demo::reclaim_later(state.store.clone(), std::time::Duration::from_secs(30));
     }
-    let app = crate::http::app(state);
+    let app = super::app(state);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "switchyard listening");

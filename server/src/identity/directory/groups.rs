@@ -10,9 +10,8 @@ use app::model::*;
 use super::*;
 use crate::audit::{self};
 use crate::http::error::ApiError;
-use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::error::{unique_violation_as, ApiResult, AppError};
 use crate::http::require;
-use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::store::{in_use, new_id, Store, WriteTx};
 
 const GROUP_SELECT: &str = "SELECT g.id, g.tenant_id, g.name, g.description, g.created_at,
@@ -75,15 +74,6 @@ pub async fn get_group(store: &Store, p: &Principal, id: &str) -> ApiResult<Grou
     Ok(group_from_row(&row)?)
 }
 
-pub(crate) fn validate_group_name(v: &mut Validator, name: &str) {
-    v.check(
-        !name.is_empty() && name.chars().count() <= 64 && !name.contains(['/', '\n']),
-        "name",
-        "must be 1 to 64 characters, without '/'",
-    );
-    v.check(clean_text(name), "name", UNCLEAN);
-}
-
 pub async fn create_group(
     store: &Store,
     p: &Principal,
@@ -91,17 +81,7 @@ pub async fn create_group(
     input: CreateGroup,
 ) -> ApiResult<Group> {
     require(p, Action::ManageDirectory)?;
-    let name = input.name.trim().to_string();
-    let description = input.description.unwrap_or_default().trim().to_string();
-    let mut v = Validator::default();
-    validate_group_name(&mut v, &name);
-    v.check(
-        description.chars().count() <= 500,
-        "description",
-        "must be at most 500 characters",
-    );
-    v.check(clean_multiline(&description), "description", UNCLEAN);
-    v.finish()?;
+    let (name, description) = named(&input.name, &input.description.unwrap_or_default())?;
     let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
@@ -148,36 +128,23 @@ pub async fn update_group(
 ) -> ApiResult<Group> {
     require(p, Action::ManageDirectory)?;
     let current = get_group(store, p, id).await?;
-    let name = input
-        .name
-        .map(|n| n.trim().to_string())
-        .unwrap_or(current.name.clone());
-    let description = input
-        .description
-        .map(|d| d.trim().to_string())
-        .unwrap_or(current.description.clone());
-    let mut v = Validator::default();
-    validate_group_name(&mut v, &name);
-    v.check(
-        description.chars().count() <= 500,
-        "description",
-        "must be at most 500 characters",
-    );
-    v.check(clean_multiline(&description), "description", UNCLEAN);
-    v.finish()?;
+    let (name, description) = named(
+        input.name.as_deref().unwrap_or(&current.name),
+        input.description.as_deref().unwrap_or(&current.description),
+    )?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
-    sqlx::query("UPDATE groups SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
-        .bind(&name)
-        .bind(&description)
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await
-        .map_err(|e| {
-            unique_violation_as(e, AppError::field("name", "a group with this name exists"))
-        })?;
-    audit::record(&mut tx, now, p, meta, "group.update", "group", id, json!({"name": {"from": current.name, "to": name}, "description": {"from": current.description, "to": description}})).await?;
+    rename_row(
+        &mut tx,
+        Named::Group,
+        p.tenant_id(),
+        id,
+        &name,
+        &description,
+    )
+    .await?;
+    let summary = rename_summary((&current.name, &current.description), (&name, &description));
+    audit::record(&mut tx, now, p, meta, "group.update", "group", id, summary).await?;
     tx.commit().await?;
     get_group(store, p, id).await
 }

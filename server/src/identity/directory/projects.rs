@@ -9,9 +9,8 @@ use app::model::*;
 
 use super::*;
 use crate::audit::{self};
-use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
+use crate::http::error::{unique_violation_as, ApiResult, AppError};
 use crate::http::require;
-use crate::http::text::{clean_multiline, UNCLEAN};
 use crate::store::{in_use, new_id, Store, WriteTx};
 
 const PROJECT_COLUMNS: &str = "id, tenant_id, name, description, parent_id, created_at";
@@ -69,17 +68,7 @@ pub async fn create_project(
     input: CreateProject,
 ) -> ApiResult<Project> {
     require(p, Action::ManageDirectory)?;
-    let name = input.name.trim().to_string();
-    let description = input.description.unwrap_or_default().trim().to_string();
-    let mut v = Validator::default();
-    validate_group_name(&mut v, &name);
-    v.check(
-        description.chars().count() <= 500,
-        "description",
-        "must be at most 500 characters",
-    );
-    v.check(clean_multiline(&description), "description", UNCLEAN);
-    v.finish()?;
+    let (name, description) = named(&input.name, &input.description.unwrap_or_default())?;
     if let Some(parent) = &input.parent_id {
         if get_project(store, p, parent).await.is_err() {
             return Err(AppError::field("parent_id", "no such project in this tenant").into());
@@ -135,39 +124,33 @@ pub async fn update_project(
 ) -> ApiResult<Project> {
     require(p, Action::ManageDirectory)?;
     let current = get_project(store, p, id).await?;
-    let name = input
-        .name
-        .map(|n| n.trim().to_string())
-        .unwrap_or(current.name.clone());
-    let description = input
-        .description
-        .map(|d| d.trim().to_string())
-        .unwrap_or(current.description.clone());
-    let mut v = Validator::default();
-    validate_group_name(&mut v, &name);
-    v.check(
-        description.chars().count() <= 500,
-        "description",
-        "must be at most 500 characters",
-    );
-    v.check(clean_multiline(&description), "description", UNCLEAN);
-    v.finish()?;
+    let (name, description) = named(
+        input.name.as_deref().unwrap_or(&current.name),
+        input.description.as_deref().unwrap_or(&current.description),
+    )?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
-    sqlx::query("UPDATE projects SET name = $1, description = $2 WHERE tenant_id = $3 AND id = $4")
-        .bind(&name)
-        .bind(&description)
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await
-        .map_err(|e| {
-            unique_violation_as(
-                e,
-                AppError::field("name", "a project with this name exists"),
-            )
-        })?;
-    audit::record(&mut tx, now, p, meta, "project.update", "project", id, json!({"name": {"from": current.name, "to": name}, "description": {"from": current.description, "to": description}})).await?;
+    rename_row(
+        &mut tx,
+        Named::Project,
+        p.tenant_id(),
+        id,
+        &name,
+        &description,
+    )
+    .await?;
+    let summary = rename_summary((&current.name, &current.description), (&name, &description));
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "project.update",
+        "project",
+        id,
+        summary,
+    )
+    .await?;
     tx.commit().await?;
     get_project(store, p, id).await
 }

@@ -10,4 +10,6 @@ pub mod jobs;
 pub mod overview;
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

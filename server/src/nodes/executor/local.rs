@@ -1,12 +1,18 @@
 //! The local executor: each attempt is a real process on this host, started with `bash -c` in
 //! its own process group, in its own folder `root/<job id>/`. Its output goes to
-//! `root/<job id>/output.log`; a small wrapper writes its exit code to `root/<job id>/exit_code`
-//! so that a restarted control plane can learn how a job it adopted ended.
+//! `root/<job id>/output.log`; a small wrapper writes its process id and attempt to
+//! `root/<job id>/wrapper_pid` before the job's command starts, and its exit code to
+//! `root/<job id>/exit_code` after, so that a restarted control plane can find a job it never
+//! learned the handle of, and learn how a job it adopted ended.
 //!
 //! A stop runs the job's abort callback (bounded by its timeout), then sends SIGTERM to the
-//! whole process group, waits for the grace period and sends SIGKILL to what is left. Signals
-//! go through bash's `kill` builtin, and liveness is read from `/proc` (falling back to
-//! `kill -0`), so no unsafe code is needed.
+//! whole process group, waits for the grace period and sends SIGKILL to what is left. The
+//! callback runs at most once per attempt, even across restarts: before the callback's command
+//! starts, its own wrapper claims `root/<job id>/abort_started.<attempt>` (a hard link, which
+//! exists whole or not at all); a restarted executor that re-sends the stop finds the claim,
+//! waits for the callback already running (or reads how it ended) and does not run it again.
+//! Signals go through bash's `kill` builtin, and liveness is read from `/proc` (falling back
+//! to `kill -0`), so no unsafe code is needed.
 //!
 //! Every attempt known to the executor gets exactly one terminal event (`Exited`, `Stopped` or
 //! `Lost`): the table of running jobs is the single point where the waiter of a process and a
@@ -31,6 +37,14 @@ use super::{AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason};
 const OUTPUT_FILE: &str = "output.log";
 /// The name of the exit code file in a job's folder.
 const EXIT_CODE_FILE: &str = "exit_code";
+/// The name of the file where the wrapper records `<its pid> <attempt>` before the job starts.
+const PID_FILE: &str = "wrapper_pid";
+/// The claim of an attempt's abort callback: `abort_started.<attempt>` holds the pid of the
+/// callback's wrapper; `abort_code.<attempt>` the callback's exit code once it ended.
+const ABORT_CLAIM: &str = "abort_started";
+const ABORT_CODE: &str = "abort_code";
+/// The exit code of a callback wrapper that found the callback already claimed.
+const ABORT_CLAIMED: i32 = 75;
 /// How often an adopted job (not our child: no wait possible) is checked.
 const ADOPT_POLL: Duration = Duration::from_millis(200);
 /// How often a stopping process group is checked for members.
@@ -38,13 +52,27 @@ const GROUP_POLL: Duration = Duration::from_millis(25);
 /// How long to wait for a process group to vanish after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Runs the job's command (`$1`) in a child bash and records its exit code. The TERM trap keeps
-/// this wrapper (the group leader, whose pid is the handle) alive until the job itself is gone;
-/// it is a handler, not an ignore, so the job's own bash starts with the default disposition.
+/// Records its pid and the attempt (`$2`) in `wrapper_pid` (written whole, by a rename),
+/// then runs the job's command (`$1`) in a child bash and records its exit code. The TERM trap
+/// keeps this wrapper (the group leader, whose pid is the handle) alive until the job itself is
+/// gone; it is a handler, not an ignore, so the job's own bash starts with the default
+/// disposition.
 const WRAPPER: &str = r#"trap 'switchyard_term=1' TERM
+printf '%s %s\n' "$$" "$2" > wrapper_pid.tmp && mv -f wrapper_pid.tmp wrapper_pid || exit 70
 bash -c "$1"
 switchyard_code=$?
 printf '%s\n' "$switchyard_code" > exit_code
+exit "$switchyard_code""#;
+
+/// Runs an abort callback (`$2`, with the interpreter `$1`) once per attempt: claims `$3` by
+/// hard-linking a file holding this wrapper's pid to it (which fails when it exists), exits
+/// 75 when another run holds the claim, records the callback's exit code in `$4` after.
+const ABORT_WRAPPER: &str = r#"printf '%s\n' "$$" > "$3.$$" || exit 70
+if ! ln "$3.$$" "$3" 2>/dev/null; then rm -f "$3.$$"; exit 75; fi
+rm -f "$3.$$"
+"$1" -c "$2"
+switchyard_code=$?
+printf '%s\n' "$switchyard_code" > "$4"
 exit "$switchyard_code""#;
 
 /// Signals a process group through bash's `kill` builtin: `$1` the signal, `$2` the group id.
@@ -147,10 +175,12 @@ impl LocalExecutor {
             .map_err(|e| format!("cannot create job folder {}: {e}", dir.display()))?;
         sandbox::hand_over(dir, self.user)
             .map_err(|e| format!("cannot give the job folder to the job user: {e}"))?;
-        match std::fs::remove_file(dir.join(EXIT_CODE_FILE)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot remove the previous exit code: {e}")),
+        for (file, what) in [(EXIT_CODE_FILE, "exit code"), (PID_FILE, "process id file")] {
+            match std::fs::remove_file(dir.join(file)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot remove the previous {what}: {e}")),
+            }
         }
         let env = job_env(job, dir, self.user)?;
         let (stdout, stderr) = log_files(&dir.join(OUTPUT_FILE))
@@ -159,7 +189,8 @@ impl LocalExecutor {
         cmd.arg("-c")
             .arg(WRAPPER)
             .arg("switchyard-job")
-            .arg(&job.command);
+            .arg(&job.command)
+            .arg(job.resume_count.to_string());
         prepare(&mut cmd, dir, &env, self.user);
         cmd.stdout(stdout).stderr(stderr);
         cmd.spawn().map_err(|e| format!("cannot start bash: {e}"))
@@ -172,6 +203,13 @@ impl Executor for LocalExecutor {
         let job_id = job.job_id.clone();
         self.supersede(&job_id, None);
         let dir = self.job_dir(&job_id);
+        // An earlier wrapper of this job still running (started by a control plane that died
+        // before it learned of it) goes first, so that two copies never run.
+        if let Some((pid, _)) = read_wrapper_pid(&dir) {
+            if is_our_process(pid, &dir).await {
+                signal_group(pid, "KILL").await;
+            }
+        }
         let mut child = match self.spawn_job(&job, &dir) {
             Ok(child) => child,
             Err(reason) => {
@@ -280,15 +318,10 @@ impl Executor for LocalExecutor {
                 (Terminated::AlreadyGone, _) => "the job had already exited".to_string(),
                 (t, _) => t.describe(grace_ms),
             };
-            let why = match reason {
-                StopReason::Preempt => "preempted",
-                StopReason::Abort => "aborted",
-                StopReason::MaxRuntime => "max runtime reached",
-            };
             let _ = events.send(ExecEvent::Stopped {
                 job_id,
                 checkpointed,
-                detail: format!("{why}: {callback}; {terminated}"),
+                detail: format!("{}: {callback}; {terminated}", why(reason)),
             });
         });
     }
@@ -297,24 +330,46 @@ impl Executor for LocalExecutor {
         let launch = job.launch;
         let job_id = launch.job_id.clone();
         let dir = self.job_dir(&job_id);
-        let Some(handle) = job.handle else {
-            self.supersede(&job_id, None);
-            self.send(ExecEvent::Lost {
-                job_id,
-                reason: "never started".into(),
-            });
-            return;
-        };
-        let pid = match handle.trim().parse::<u32>() {
-            Ok(pid) if pid > 1 => pid,
-            _ => {
-                self.supersede(&job_id, None);
-                self.send(ExecEvent::Lost {
-                    job_id,
-                    reason: format!("invalid process handle {handle:?}"),
-                });
-                return;
-            }
+        // (pid, whether the store has yet to learn it as the handle)
+        let (pid, announce) = match job.handle {
+            Some(handle) => match handle.trim().parse::<u32>() {
+                Ok(pid) if pid > 1 => (pid, false),
+                _ => {
+                    self.supersede(&job_id, None);
+                    self.send(ExecEvent::Lost {
+                        job_id,
+                        reason: format!("invalid process handle {handle:?}"),
+                    });
+                    return;
+                }
+            },
+            // No handle stored: the control plane died between `starting` and `running`. The
+            // wrapper records its pid and attempt before the job's command starts (and one
+            // that has not yet is found among the processes), so either this attempt's wrapper
+            // is found (and adopted like a stored handle) or the attempt never started (and
+            // starts now, unless it is being stopped).
+            None => match read_wrapper_pid(&dir)
+                .filter(|(pid, attempt)| *attempt == launch.resume_count && *pid > 1)
+                .map(|(pid, _)| pid)
+                .or_else(|| find_wrapper(&dir, launch.resume_count))
+            {
+                Some(pid) => (pid, true),
+                None => match job.stop {
+                    Some(reason) => {
+                        self.supersede(&job_id, None);
+                        self.send(ExecEvent::Stopped {
+                            job_id,
+                            checkpointed: false,
+                            detail: format!("{}: it had not started", why(reason)),
+                        });
+                        return;
+                    }
+                    None => {
+                        self.launch(launch).await;
+                        return;
+                    }
+                },
+            },
         };
         {
             // Adopting what is already watched (a repeated adopt) changes nothing.
@@ -352,6 +407,12 @@ impl Executor for LocalExecutor {
                 exited: None,
             },
         );
+        if announce {
+            self.send(ExecEvent::Running {
+                job_id: job_id.clone(),
+                handle: pid.to_string(),
+            });
+        }
         let jobs = self.jobs.clone();
         let events = self.events.clone();
         tokio::spawn(async move {
@@ -391,6 +452,24 @@ impl Executor for LocalExecutor {
             }
         });
     }
+}
+
+/// Why a job stopped, in the words of its `Stopped` detail.
+fn why(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Preempt => "preempted",
+        StopReason::Abort => "aborted",
+        StopReason::MaxRuntime => "max runtime reached",
+    }
+}
+
+/// `(pid, attempt)` from the wrapper's `wrapper_pid` file, if there is a whole one.
+fn read_wrapper_pid(dir: &Path) -> Option<(u32, i64)> {
+    let text = std::fs::read_to_string(dir.join(PID_FILE)).ok()?;
+    let mut parts = text.split_whitespace();
+    let pid = parts.next()?.parse().ok()?;
+    let attempt = parts.next()?.parse().ok()?;
+    Some((pid, attempt))
 }
 
 /// The folder name for a job id (see [`LocalExecutor::job_dir`]).
@@ -493,7 +572,8 @@ fn read_exit_code(dir: &Path) -> Option<i32> {
         .ok()
 }
 
-/// Runs the abort callback if the job has one. Returns (checkpointed, what happened).
+/// Runs the abort callback if the job has one, at most once per attempt (see the module
+/// notes). Returns (checkpointed, what happened).
 async fn run_abort_callback(
     launch: &Launch,
     dir: &Path,
@@ -505,22 +585,27 @@ async fn run_abort_callback(
         return (false, "no abort callback".into());
     };
     let timeout_ms = callback.timeout_ms.max(0);
+    let limit = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+    let claim = format!("{ABORT_CLAIM}.{}", launch.resume_count);
+    let code_file = format!("{ABORT_CODE}.{}", launch.resume_count);
     let mut env = match job_env(launch, dir, user) {
         Ok(env) => env,
         Err(e) => return (false, format!("abort callback not run: {e}")),
     };
-    let reason = match reason {
-        StopReason::Preempt => "preempt",
-        StopReason::Abort => "abort",
-        StopReason::MaxRuntime => "max_runtime",
-    };
-    env.push(("SWITCHYARD_STOP_REASON".into(), reason.into()));
+    env.push(("SWITCHYARD_STOP_REASON".into(), reason.as_str().into()));
     env.push(("SWITCHYARD_JOB_PID".into(), pid.to_string().into()));
-    let mut cmd = match callback.kind {
-        AbortKind::Bash => Command::new("bash"),
-        AbortKind::Python => Command::new("python3"),
+    let interpreter = match callback.kind {
+        AbortKind::Bash => "bash",
+        AbortKind::Python => "python3",
     };
-    cmd.arg("-c").arg(&callback.command);
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(ABORT_WRAPPER)
+        .arg("switchyard-abort")
+        .arg(interpreter)
+        .arg(&callback.command)
+        .arg(&claim)
+        .arg(&code_file);
     prepare(&mut cmd, dir, &env, user);
     match log_files(&dir.join(OUTPUT_FILE)) {
         Ok((out, err)) => cmd.stdout(out).stderr(err),
@@ -533,7 +618,6 @@ async fn run_abort_callback(
         Err(e) => return (false, format!("abort callback could not start: {e}")),
     };
     let group = child.id();
-    let limit = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
     let waited = tokio::time::timeout(limit, child.wait()).await;
     // Whatever the callback left behind in its group goes with it.
     if let Some(group) = group {
@@ -542,7 +626,12 @@ async fn run_abort_callback(
     match waited {
         Ok(Ok(status)) => {
             let took = started.elapsed().as_millis();
-            if status.success() {
+            let claimed_before = exit_code(status) == Some(ABORT_CLAIMED)
+                && group.is_some()
+                && read_number(&dir.join(&claim)) != group;
+            if claimed_before {
+                earlier_callback(dir, &claim, &code_file, limit).await
+            } else if status.success() {
                 (true, format!("abort callback finished in {took} ms"))
             } else {
                 let how = match exit_code(status) {
@@ -564,6 +653,53 @@ async fn run_abort_callback(
             )
         }
     }
+}
+
+/// The attempt's callback was started before (the stop is sent again after a restart): it is
+/// not run again. If it still runs, it is waited for (its timeout, counted from now) and
+/// killed past it; the result is the exit code it recorded.
+async fn earlier_callback(
+    dir: &Path,
+    claim: &str,
+    code_file: &str,
+    limit: Duration,
+) -> (bool, String) {
+    if let Some(pid) = read_number(&dir.join(claim)) {
+        if is_our_callback(pid, dir).await && !wait_group_gone(pid, limit).await {
+            signal_group(pid, "KILL").await;
+            return (
+                false,
+                format!(
+                    "abort callback (started before a restart, not run again) timed out {} ms after the restart",
+                    limit.as_millis()
+                ),
+            );
+        }
+    }
+    match read_number::<i32>(&dir.join(code_file)) {
+        Some(0) => (
+            true,
+            "abort callback (started before a restart, not run again) finished".into(),
+        ),
+        Some(code) => (
+            false,
+            format!("abort callback (started before a restart, not run again) failed (exit code {code})"),
+        ),
+        None => (
+            false,
+            "abort callback (started before a restart, not run again) ended without an exit code".into(),
+        ),
+    }
+}
+
+/// The first number in a small file (a pid, an exit code).
+fn read_number<T: std::str::FromStr>(path: &Path) -> Option<T> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

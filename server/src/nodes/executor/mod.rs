@@ -69,8 +69,13 @@ pub enum ExecEvent {
 #[derive(Clone, Debug)]
 pub struct Adopt {
     pub launch: Launch,
-    /// The handle of its `Running` event, if one was committed.
+    /// The handle of its `Running` event, if one was committed. `None`: the control plane
+    /// stopped between committing `starting` and committing `running`, so the process may or
+    /// may not have been started.
     pub handle: Option<String>,
+    /// The stop stored for it (preempt, abort, runtime limit), if any: a job being stopped
+    /// that never started is reported `Stopped`, not started now.
+    pub stop: Option<StopReason>,
     /// When it started (ms since the epoch), for simulated durations.
     pub started_at: i64,
     /// Now, by the control plane's clock (the adopter measures what is left from it).
@@ -89,7 +94,9 @@ pub trait Executor: Send + Sync + 'static {
     /// `Stopped`. Stopping an unknown job reports `Stopped` too, so the driver never waits
     /// forever.
     async fn stop(&self, job_id: &str, reason: StopReason, grace_ms: i64);
-    /// Takes over a job that was running before a restart: watches it if it still exists,
-    /// reports its exit if it ended meanwhile, `Lost` if neither can be told.
+    /// Takes over a job that was running before a restart: watches it if it still exists
+    /// (reporting `Running` with its handle when none was stored), reports its exit if it
+    /// ended meanwhile, `Lost` if neither can be told. A job without a handle that provably
+    /// never started is started now (or reported `Stopped` when a stop is stored for it).
     async fn adopt(&self, job: Adopt);
 }

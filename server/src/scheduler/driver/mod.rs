@@ -292,7 +292,7 @@ impl Driver {
     /// Hands the jobs that were with an executor before a restart back to it.
     async fn recover(&mut self) -> Result<(), sqlx::Error> {
         let rows = sqlx::query(
-            "SELECT id, handle, started_at, admitted_at FROM jobs WHERE state IN ('starting', 'running', 'preempting') AND pool_id IS NOT NULL",
+            "SELECT id, handle, started_at, admitted_at, stop_reason FROM jobs WHERE state IN ('starting', 'running', 'preempting') AND pool_id IS NOT NULL",
         )
         .fetch_all(&self.store.pool)
         .await?;
@@ -306,7 +306,8 @@ impl Driver {
             let handle: Option<String> = r.try_get("handle")?;
             let started: Option<i64> = r.try_get("started_at")?;
             let admitted: Option<i64> = r.try_get("admitted_at")?;
-            info.insert(id, (handle, started.or(admitted).unwrap_or(now)));
+            let stop: Option<StopReason> = opt_text_enum(r, "stop_reason")?;
+            info.insert(id, (handle, started.or(admitted).unwrap_or(now), stop));
         }
         let ids: Vec<String> = info.keys().cloned().collect();
         let (launches, corrupt) = self.launches(&ids).await?;
@@ -315,12 +316,14 @@ impl Driver {
             "scheduler: adopting jobs after restart"
         );
         for (kind, launch) in launches {
-            let (handle, started_at) = info.remove(&launch.job_id).unwrap_or((None, now));
+            let (handle, started_at, stop) =
+                info.remove(&launch.job_id).unwrap_or((None, now, None));
             self.executor(kind)
                 .adopt(Adopt {
                     launch,
                     handle,
                     started_at,
+                    stop,
                     now,
                 })
                 .await;

@@ -161,9 +161,41 @@ pub(super) async fn group_alive(pgid: u32) -> bool {
 }
 
 /// Whether `pid` is the wrapper of the job in `dir` (and not a process that reused its pid):
-/// alive, leader of its own group, working in the job's folder. Where `/proc` cannot tell,
-/// being alive is enough.
+/// alive, leader of its own group, working in the job's folder, named `switchyard-job`. Where
+/// `/proc` cannot tell, being alive is enough.
 pub(super) async fn is_our_process(pid: u32, dir: &Path) -> bool {
+    is_our_wrapper(pid, dir, "switchyard-job").await
+}
+
+/// Whether `pid` is the wrapper of an abort callback of the job in `dir` (`switchyard-abort`).
+pub(super) async fn is_our_callback(pid: u32, dir: &Path) -> bool {
+    is_our_wrapper(pid, dir, "switchyard-abort").await
+}
+
+/// The live wrapper of attempt `attempt` of the job in `dir`, looked for among all processes:
+/// for a wrapper that is running but has not written its pid file yet. `None` without `/proc`.
+pub(super) fn find_wrapper(dir: &Path, attempt: i64) -> Option<u32> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let attempt = attempt.to_string();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = proc_stat(pid)?;
+            if !running_state(stat.state) || stat.pgrp != pid {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let ours = args.get(3) == Some(&b"switchyard-job".as_slice())
+                && args.get(5) == Some(&attempt.as_bytes());
+            (ours && std::fs::read_link(format!("/proc/{pid}/cwd")).ok()? == dir).then_some(pid)
+        })
+}
+
+/// A wrapper started as `bash -c <script> <name> ...`: its `$0` is `name`.
+async fn is_our_wrapper(pid: u32, dir: &Path, name: &str) -> bool {
     if !have_procfs() {
         return pid_alive(pid, None).await;
     }
@@ -171,6 +203,15 @@ pub(super) async fn is_our_process(pid: u32, dir: &Path) -> bool {
         return false;
     };
     if !running_state(stat.state) || stat.pgrp != pid {
+        return false;
+    }
+    let named = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        cmdline
+            .split(|b| *b == 0)
+            .nth(3)
+            .is_some_and(|arg| arg == name.as_bytes())
+    });
+    if !named {
         return false;
     }
     match std::fs::read_link(format!("/proc/{pid}/cwd")) {

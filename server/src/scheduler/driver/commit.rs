@@ -124,25 +124,35 @@ pub(super) async fn admit_rows(
 }
 
 /// Writes the `running` transitions gathered so far (job id, handle, state it leaves).
+/// Returns a job that was no longer in the state it leaves (another writer changed it since
+/// it was read), if any: the caller starts over.
 pub(super) async fn flush_running(
     tx: &mut WriteTx,
     now: i64,
     pending: &mut Vec<(String, String, JobState)>,
-) -> Result<(), sqlx::Error> {
+) -> Result<Option<String>, sqlx::Error> {
     for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
         let sql = format!(
             "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1
-             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3",
+             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
             value_rows(2, chunk.len(), 3)
         );
         let mut q = sqlx::query(&sql).bind(now);
         for (id, handle, from) in chunk {
             q = q.bind(id).bind(handle).bind(from.as_str());
         }
-        q.execute(&mut *tx.tx).await?;
+        let changed: std::collections::HashSet<String> = q
+            .fetch_all(&mut *tx.tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String, _>("id"))
+            .collect::<Result<_, _>>()?;
+        if let Some((id, _, _)) = chunk.iter().find(|(id, _, _)| !changed.contains(id)) {
+            return Ok(Some(id.clone()));
+        }
     }
     pending.clear();
-    Ok(())
+    Ok(None)
 }
 
 pub(super) async fn insert_events(
@@ -223,13 +233,13 @@ impl Driver {
     }
 
     /// Commits admissions, preemptions and wait reasons in one transaction with their events
-    /// and audit entries. Returns the ids admitted.
+    /// and audit entries. Returns the ids admitted and the ids whose preemption was stored.
     pub(super) async fn commit(
         &self,
         l: &Loaded,
         d: &Decisions,
         now: i64,
-    ) -> Result<Vec<String>, sqlx::Error> {
+    ) -> Result<(Vec<String>, HashSet<String>), sqlx::Error> {
         let mut wait_updates = Vec::new();
         for (job, reason) in &d.waiting {
             let j = &l.jobs[*job as usize];
@@ -243,12 +253,13 @@ impl Driver {
             }
         }
         if d.admits.is_empty() && d.preempts.is_empty() && wait_updates.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), HashSet::new()));
         }
         let mut tx = self.store.begin_write().await?;
         let mut events = Vec::new();
         let mut audits = Vec::new();
         let mut admitted = Vec::new();
+        let mut preempted = HashSet::new();
         let rows: Vec<AdmitRow> = d
             .admits
             .iter()
@@ -320,6 +331,7 @@ impl Driver {
             if changed == 0 {
                 continue;
             }
+            preempted.insert(v.id.clone());
             let same_tenant = for_group.tenant_id == v.tenant_id;
             let for_name = if same_tenant {
                 for_group.name.clone()
@@ -375,7 +387,7 @@ impl Driver {
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;
-        Ok(admitted)
+        Ok((admitted, preempted))
     }
 
     /// Marks admitted jobs `starting` (one transaction) and hands them to their executors.

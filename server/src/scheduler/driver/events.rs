@@ -5,9 +5,35 @@ use super::commit::{flush_running, insert_events, placeholders, EventRow};
 use super::*;
 use crate::store::{opt_text_enum, text_enum};
 
+/// How many times a batch of events is applied again after a job changed under it.
+const CONFLICT_TRIES: u32 = 5;
+
 impl Driver {
-    /// Commits what the executors reported, in one transaction.
+    /// Commits what the executors reported, in one transaction. Each transition is written on
+    /// the condition that the job is still in the state read before it; when one changed
+    /// meanwhile (another writer got there first, such as the late commit of a server that died
+    /// as this one started), the batch is rolled back and applied again from a fresh read, so
+    /// no transition, job event or audit entry is written twice and no event is dropped.
     pub(super) async fn apply_events(&mut self, evs: &[ExecEvent]) -> Result<(), sqlx::Error> {
+        for _ in 1..CONFLICT_TRIES {
+            match self.try_apply_events(evs).await? {
+                None => return Ok(()),
+                Some(job) => {
+                    tracing::info!(%job, "scheduler: a job changed while its executor events were committed; applying them again")
+                }
+            }
+        }
+        match self.try_apply_events(evs).await? {
+            None => Ok(()),
+            Some(job) => Err(sqlx::Error::Protocol(format!(
+                "job {job} kept changing while its executor events were committed"
+            ))),
+        }
+    }
+
+    /// One try of [`Driver::apply_events`]: `Some(job)` when that job was no longer in the state
+    /// read (nothing was committed).
+    async fn try_apply_events(&mut self, evs: &[ExecEvent]) -> Result<Option<String>, sqlx::Error> {
         let now = self.store.now();
         let mut ids: Vec<String> = evs.iter().map(|e| event_job(e).to_string()).collect();
         ids.sort_unstable();
@@ -41,6 +67,8 @@ impl Driver {
         let mut events = Vec::new();
         let mut audits = Vec::new();
         let mut changed_any = false;
+        // Jobs whose stop is over once this commits (their stops may be sent again later).
+        let mut stops_done: Vec<String> = Vec::new();
         // `running` transitions are written together; any other write first flushes them,
         // so the statements still apply in event order.
         let mut running: Vec<(String, String, JobState)> = Vec::new();
@@ -52,7 +80,9 @@ impl Driver {
                 continue;
             };
             if !matches!(ev, ExecEvent::Running { .. }) && !running.is_empty() {
-                flush_running(&mut tx, now, &mut running).await?;
+                if let Some(job) = flush_running(&mut tx, now, &mut running).await? {
+                    return Ok(Some(job));
+                }
             }
             let live = state.is_live() && *state != JobState::Queued;
             let decided = by_intent(ev, *stop_reason);
@@ -82,7 +112,9 @@ impl Driver {
                         changed_any = true;
                     } else if live {
                         // Already being stopped: keep the handle so a restart can find it.
-                        flush_running(&mut tx, now, &mut running).await?;
+                        if let Some(job) = flush_running(&mut tx, now, &mut running).await? {
+                            return Ok(Some(job));
+                        }
                         sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2) WHERE id = $3")
                             .bind(handle)
                             .bind(now)
@@ -111,7 +143,7 @@ impl Driver {
                 } if live => match stop_reason {
                     Some(StopReason::Preempt) => {
                         let n = *resume_count + 1;
-                        sqlx::query(
+                        let changed = sqlx::query(
                             "UPDATE jobs SET state = 'queued', resume_count = $1, pool_id = NULL, node = NULL, node_name = NULL, slices = NULL, over_quota = 0,
                                 stop_reason = NULL, preempted_for = NULL, handle = NULL, admitted_at = NULL, started_at = NULL, queued_at = $2, updated_at = $2,
                                 wait_code = NULL, wait_reason = NULL WHERE id = $3 AND state = $4",
@@ -121,7 +153,11 @@ impl Driver {
                         .bind(id)
                         .bind(state.as_str())
                         .execute(&mut *tx.tx)
-                        .await?;
+                        .await?
+                        .rows_affected();
+                        if changed == 0 {
+                            return Ok(Some(id.to_string()));
+                        }
                         events.push(EventRow {
                             tenant_id: tenant.clone(),
                             job_id: id.to_string(),
@@ -154,7 +190,7 @@ impl Driver {
                         *state = JobState::Queued;
                         *stop_reason = None;
                         *resume_count = n;
-                        self.stops_sent.remove(id);
+                        stops_done.push(id.to_string());
                         changed_any = true;
                     }
                     Some(StopReason::Abort) => {
@@ -184,7 +220,7 @@ impl Driver {
             }
             if let Some((to, detail, action, code)) = transition {
                 let duration = started_at.map(|s| now - s);
-                sqlx::query("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL WHERE id = $5 AND state = $6")
+                let changed = sqlx::query("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL WHERE id = $5 AND state = $6")
                     .bind(to.as_str())
                     .bind(code)
                     .bind(&detail)
@@ -192,7 +228,11 @@ impl Driver {
                     .bind(id)
                     .bind(state.as_str())
                     .execute(&mut *tx.tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                if changed == 0 {
+                    return Ok(Some(id.to_string()));
+                }
                 events.push(EventRow {
                     tenant_id: tenant.clone(),
                     job_id: id.to_string(),
@@ -208,18 +248,23 @@ impl Driver {
                     summary: json!({"name": name, "detail": detail, "ran_ms": duration}),
                 });
                 *state = to;
-                self.stops_sent.remove(id);
+                stops_done.push(id.to_string());
                 changed_any = true;
             }
         }
-        flush_running(&mut tx, now, &mut running).await?;
+        if let Some(job) = flush_running(&mut tx, now, &mut running).await? {
+            return Ok(Some(job));
+        }
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;
+        for id in &stops_done {
+            self.stops_sent.remove(id);
+        }
         if changed_any {
             self.handle.poke();
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -244,14 +289,20 @@ fn event_job(e: &ExecEvent) -> &str {
 
 /// A job whose stop was stored (preempt, abort, runtime limit) ends as that stop decides, not
 /// as its process happened to exit: after a restart the executor no longer knows it sent the
-/// signal, and reports the wrapper's exit (143 after SIGTERM) as a plain exit. Such an exit is
-/// read as the stop it answers. `None`: the event stands as reported.
+/// signal, and reports the wrapper's exit (143 after SIGTERM) as a plain exit, or the job as
+/// lost when SIGKILL took the wrapper before it could record a code. Such an end is read as
+/// the stop it answers (a preempted job is requeued). `None`: the event stands as reported.
 pub(super) fn by_intent(ev: &ExecEvent, stop: Option<StopReason>) -> Option<ExecEvent> {
     match (ev, stop) {
         (ExecEvent::Exited { job_id, code }, Some(_)) => Some(ExecEvent::Stopped {
             job_id: job_id.clone(),
             checkpointed: false,
             detail: format!("exited with code {code} after its stop was sent"),
+        }),
+        (ExecEvent::Lost { job_id, reason }, Some(_)) => Some(ExecEvent::Stopped {
+            job_id: job_id.clone(),
+            checkpointed: false,
+            detail: format!("ended after its stop was sent ({reason})"),
         }),
         _ => None,
     }
@@ -281,10 +332,17 @@ mod tests {
             None,
             "no stop stored: the exit stands"
         );
+        // Killed (SIGKILL takes the wrapper too: no exit code) after the stop was stored.
         let lost = ExecEvent::Lost {
             job_id: "j".into(),
-            reason: "gone".into(),
+            reason: "process ended without an exit code".into(),
         };
-        assert_eq!(by_intent(&lost, Some(StopReason::Preempt)), None);
+        match by_intent(&lost, Some(StopReason::Preempt)) {
+            Some(ExecEvent::Stopped { detail, .. }) => {
+                assert!(detail.contains("without an exit code"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(by_intent(&lost, None), None, "no stop stored: lost stands");
     }
 }

@@ -10,10 +10,16 @@
 //!
 //! # Restart
 //! At start the driver hands every job the store has in `starting`, `running` or `preempting`
-//! to its executor's [`adopt`](crate::nodes::executor::Executor::adopt) (which finds the process
-//! again, reports its exit, or reports it lost), then re-sends the stops of `preempting` and
-//! aborting jobs. An `admitted` job was never handed to an executor (the state `starting` is
-//! committed before `launch`), so it is launched as usual. No job is lost or started twice.
+//! to its executor's [`adopt`](crate::nodes::executor::Executor::adopt) (retried until the store
+//! answers). The executor finds the process again (by its stored handle, or, for a `starting`
+//! job whose `running` was never stored, by what its wrapper left in the job's folder), reports
+//! its exit, starts it when it provably never started, or reports it lost. Then the stops of
+//! `preempting` and aborting jobs are sent again; an executor runs a job's abort callback at
+//! most once per attempt, so a stop sent again does not run it twice. Every stop's intent is
+//! committed before its signal, so a job that ended during a stop ends as the stop decides
+//! (a preempted job is requeued), whatever its exit code. An `admitted` job was never handed
+//! to an executor (the state `starting` is committed before `launch`), so it is launched as
+//! usual. No job is lost or started twice.
 //!
 //! # One driver per database
 //! On PostgreSQL several replicas may share the database; the driver takes a session advisory
@@ -157,8 +163,13 @@ impl Driver {
         loop {
             let mut lock = self.leadership().await;
             if first {
-                if let Err(e) = self.recover().await {
-                    tracing::error!(error = %e, "scheduler: restart recovery failed");
+                // Retried until it succeeds: a job that is not adopted would keep its capacity
+                // (and its process would run unwatched) until the next restart.
+                let mut failures = 0u32;
+                while let Err(e) = self.recover().await {
+                    failures = failures.saturating_add(1);
+                    tracing::error!(error = %e, failures, "scheduler: restart recovery failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100 << failures.min(5))).await;
                 }
                 first = false;
             } else {
@@ -342,7 +353,7 @@ impl Driver {
         let decisions = core::schedule(&loaded.snap);
         // Transitions are stamped after the load, so they never precede what the load saw
         // (a submit that committed while the snapshot was being read).
-        let admitted = self.commit(&loaded, &decisions, self.store.now()).await?;
+        let (admitted, preempted) = self.commit(&loaded, &decisions, self.store.now()).await?;
         let to_launch: Vec<String> = loaded
             .jobs
             .iter()
@@ -353,10 +364,12 @@ impl Driver {
         if !to_launch.is_empty() {
             self.launch(&to_launch).await?;
         }
-        // Stops: preemptions (new and after a restart), aborts, runtime limits.
+        // Stops: preemptions (new and after a restart), aborts, runtime limits. Each is sent
+        // only once its intent is committed (`stop_reason`), so that a restart, which no longer
+        // knows what was sent, ends the job as the stop decides and not as its exit code says.
+        // A victim whose preemption did not commit (it changed meanwhile) is not stopped.
         let mut stops: Vec<(String, StopReason, ExecutorKind)> = Vec::new();
-        let victims: HashSet<u64> = decisions.preempts.iter().map(|p| p.victim).collect();
-        for (i, j) in loaded.jobs.iter().enumerate() {
+        for j in &loaded.jobs {
             let executor = j
                 .pool_id
                 .as_ref()
@@ -367,7 +380,7 @@ impl Driver {
                 j.state,
                 JobState::Starting | JobState::Running | JobState::Preempting
             );
-            let reason = if victims.contains(&(i as u64)) {
+            let reason = if preempted.contains(&j.id) {
                 Some(StopReason::Preempt)
             } else if !with_executor {
                 None

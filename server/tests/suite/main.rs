@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod cli;
 mod conformance;
+mod crash;
 mod directory;
 mod driver_faults;
 mod in_use;

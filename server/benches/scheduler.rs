@@ -81,6 +81,7 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
                     },
                     started_at: -3_600_000 + id as i64,
                     preempted_for: None,
+                    preempted_for_job: None,
                 });
                 id += 1;
             }
@@ -97,11 +98,14 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             gpus: sizes[rng.below(sizes.len() as u64) as usize],
             memory_mb: 0,
             submitted_at: i as i64,
+            waiting_since: i as i64,
         })
         .collect();
     Snapshot {
         now: 0,
         min_runtime_ms: 60_000,
+        hold_after_ms: Some(300_000),
+        reclaimed_for: Vec::new(),
         pools,
         groups: policies,
         queues,

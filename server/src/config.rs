@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// Scheduler: over-quota jobs younger than this are not preempted, in ms [default: 10000].
     #[arg(long, env = "SWITCHYARD_MIN_RUNTIME_MS")]
     pub min_runtime_ms: Option<i64>,
+    /// Scheduler: an in-quota multi-GPU job that has waited this long gets a node held for it so
+    /// smaller jobs cannot starve it, in ms; 0 turns holding off [default: 300000].
+    #[arg(long, env = "SWITCHYARD_HOLD_AFTER_MS")]
+    pub hold_after_ms: Option<i64>,
     /// Local pools: time between SIGTERM and SIGKILL when a job is stopped, in ms [default: 10000].
     #[arg(long, env = "SWITCHYARD_STOP_GRACE_MS")]
     pub stop_grace_ms: Option<i64>,
@@ -102,6 +106,7 @@ struct FileConfig {
     trust_forwarded_for: Option<bool>,
     scheduler_tick_ms: Option<u64>,
     min_runtime_ms: Option<i64>,
+    hold_after_ms: Option<i64>,
     stop_grace_ms: Option<i64>,
     sim_checkpoint_ms: Option<i64>,
     jobs_dir: Option<PathBuf>,
@@ -282,6 +287,10 @@ impl Config {
                     .min_runtime_ms
                     .or(file.min_runtime_ms)
                     .unwrap_or(d.scheduler.min_runtime_ms),
+                hold_after_ms: serve
+                    .hold_after_ms
+                    .or(file.hold_after_ms)
+                    .unwrap_or(d.scheduler.hold_after_ms),
                 stop_grace_ms: serve
                     .stop_grace_ms
                     .or(file.stop_grace_ms)
@@ -403,6 +412,8 @@ mod tests {
 pub struct DriverConfig {
     pub tick_ms: u64,
     pub min_runtime_ms: i64,
+    /// Hold a node for an in-quota multi-GPU job that waited this long (0: never).
+    pub hold_after_ms: i64,
     pub stop_grace_ms: i64,
     pub sim_checkpoint_ms: i64,
     pub jobs_dir: PathBuf,
@@ -418,6 +429,7 @@ impl Default for DriverConfig {
         DriverConfig {
             tick_ms: 1000,
             min_runtime_ms: 10_000,
+            hold_after_ms: 300_000,
             stop_grace_ms: 10_000,
             sim_checkpoint_ms: 2_000,
             jobs_dir: PathBuf::from("data/jobs"),

@@ -40,6 +40,7 @@ fn job(id: u64, queue: u32, gpus: MilliGpu) -> PendingJob {
         gpus,
         memory_mb: 0,
         submitted_at: id as i64,
+        waiting_since: id as i64,
     }
 }
 
@@ -70,6 +71,7 @@ fn running(
         },
         started_at,
         preempted_for: None,
+        preempted_for_job: None,
     }
 }
 
@@ -180,6 +182,8 @@ fn reclaim_preempts_only_what_is_needed_most_recent_first() {
     let s = Snapshot {
         now: 10_000,
         min_runtime_ms: 1_000,
+        hold_after_ms: None,
+        reclaimed_for: Vec::new(),
         pools: vec![pool(1, 4)],
         groups: vec![group(2000, 4000, 1), group(0, 4000, 1)],
         queues: vec![queue(0, &[0]), queue(1, &[0])],
@@ -223,6 +227,8 @@ fn min_runtime_and_reservations_protect_jobs() {
     let s = Snapshot {
         now: 500,
         min_runtime_ms: 1_000,
+        hold_after_ms: None,
+        reclaimed_for: Vec::new(),
         pools: vec![pool(1, 2)],
         groups: vec![group(1000, 2000, 1), group(1000, 2000, 1)],
         queues: vec![queue(0, &[0]), queue(1, &[0])],
@@ -294,7 +300,7 @@ fn non_preemptible_jobs_use_only_reserved_capacity() {
 fn multi_gpu_jobs_need_one_node() {
     let s = Snapshot {
         pools: vec![pool(2, 4)],
-        groups: vec![group(8000, 8000, 1)],
+        groups: vec![group(16000, 16000, 1)],
         queues: vec![queue(0, &[0])],
         running: vec![
             running(10, 0, 2000, 0, &[0, 1], 0),

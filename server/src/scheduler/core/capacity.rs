@@ -15,6 +15,46 @@ pub(crate) struct PoolState {
     /// Partly used devices by free eighths (1..=7): (node, device).
     by_level: Vec<Vec<(u32, u32)>>,
     level_pos: Vec<Vec<Option<usize>>>,
+    /// Nodes held this cycle: [`PoolState::find`] places only the holder's work there.
+    held: Vec<Vec<Holder>>,
+    /// Free milli-GPUs over all devices.
+    free_total: u64,
+}
+
+/// Who a held node is kept for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// A job that waited past the hold threshold (see "Starvation" in the module docs). Unless
+    /// it is itself within its group's reservation (`owed`), the in-quota jobs of other
+    /// groups may still use the node.
+    /// Its group's jobs that reach placement are all ahead of it in order (those behind it
+    /// wait for it), so they may use the node too.
+    Starving { job: u64, group: u32, owed: bool },
+    /// A job whose victims stop there.
+    Reclaim(u64),
+    /// A group whose reclaim is in progress there: its victims are still stopping.
+    Group(u32),
+}
+
+/// Who asks for room: a job of a group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asker {
+    pub(crate) job: u64,
+    pub(crate) group: u32,
+    /// Within its group's reservation.
+    pub(crate) in_quota: bool,
+}
+
+impl Asker {
+    /// Every holder of the node lets this job in: its own reclaim, its group's hold, or a
+    /// starving job of another group that is not owed the node while this job is in quota.
+    fn may_use(self, holders: &[Holder]) -> bool {
+        holders.iter().all(|h| match *h {
+            Holder::Starving { group, owed, .. } => group == self.group || (!owed && self.in_quota),
+            Holder::Reclaim(job) => job == self.job,
+            Holder::Group(group) => group == self.group,
+        })
+    }
 }
 
 fn level(free: MilliGpu) -> usize {
@@ -59,6 +99,13 @@ impl PoolState {
                 .iter()
                 .map(|n| vec![None; n.devices.len()])
                 .collect(),
+            held: vec![Vec::new(); pool.nodes.len()],
+            free_total: pool
+                .nodes
+                .iter()
+                .map(|n| n.devices.len() as u64)
+                .sum::<u64>()
+                * WHOLE as u64,
         };
         for (i, n) in pool.nodes.iter().enumerate() {
             let k = n.devices.len();
@@ -66,6 +113,33 @@ impl PoolState {
             s.by_whole[k].push(i as u32);
         }
         s
+    }
+
+    /// The node to hold for a job of `k` whole GPUs: of those with at least `k` devices and not
+    /// held already, the one with the most fully free devices (the first such on ties), with
+    /// that count.
+    pub(crate) fn node_to_hold(&self, k: usize) -> Option<(usize, usize)> {
+        (0..self.free.len())
+            .filter(|&n| self.held[n].is_empty() && self.free[n].len() >= k)
+            .map(|n| (n, self.whole_free(n)))
+            .fold(None, |best, (n, f)| match best {
+                Some((_, bf)) if bf >= f => best,
+                _ => Some((n, f)),
+            })
+    }
+
+    /// Holds `node` for `holder` (beside any other holder of it).
+    pub(crate) fn hold(&mut self, node: usize, holder: Holder) {
+        if let Some(h) = self.held.get_mut(node) {
+            if !h.contains(&holder) {
+                h.push(holder);
+            }
+        }
+    }
+
+    /// Free milli-GPUs over all devices of the pool.
+    pub(crate) fn free_total(&self) -> u64 {
+        self.free_total
     }
 
     pub(crate) fn whole_free(&self, node: usize) -> usize {
@@ -116,6 +190,7 @@ impl PoolState {
         let was_whole = self.free[node][dev] == WHOLE;
         self.unlevel(node, dev);
         self.free[node][dev] = (self.free[node][dev] as i64 + delta) as MilliGpu;
+        self.free_total = (self.free_total as i64 + delta) as u64;
         self.free_mem[node][dev] = (self.free_mem[node][dev] as i64 + mem_delta).max(0) as u32;
         self.relevel(node, dev);
         let is_whole = self.free[node][dev] == WHOLE;
@@ -159,7 +234,11 @@ impl PoolState {
         n: usize,
         gpus: MilliGpu,
         memory_mb: u32,
+        asker: Asker,
     ) -> Option<Placement> {
+        if !asker.may_use(&self.held[n]) {
+            return None;
+        }
         if gpus < WHOLE {
             // Fullest device that fits.
             (0..self.free[n].len())
@@ -189,7 +268,13 @@ impl PoolState {
     }
 
     /// Finds room for a job without changing anything.
-    pub(crate) fn find(&self, pool: u32, gpus: MilliGpu, memory_mb: u32) -> Option<Placement> {
+    pub(crate) fn find(
+        &self,
+        pool: u32,
+        gpus: MilliGpu,
+        memory_mb: u32,
+        asker: Asker,
+    ) -> Option<Placement> {
         if gpus == 0 {
             return None;
         }
@@ -198,7 +283,8 @@ impl PoolState {
             for lv in level(gpus)..8 {
                 for &(n, d) in &self.by_level[lv] {
                     let (n, d) = (n as usize, d as usize);
-                    if self.free[n][d] >= gpus
+                    if asker.may_use(&self.held[n])
+                        && self.free[n][d] >= gpus
                         && self.free_mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
                     {
                         return Some(Placement {
@@ -212,6 +298,9 @@ impl PoolState {
             for k in 1..self.by_whole.len() {
                 for &n in &self.by_whole[k] {
                     let n = n as usize;
+                    if !asker.may_use(&self.held[n]) {
+                        continue;
+                    }
                     if let Some(d) = (0..self.free[n].len()).find(|&d| {
                         self.free[n][d] == WHOLE
                             && self.mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
@@ -230,7 +319,12 @@ impl PoolState {
         if !gpus.is_multiple_of(WHOLE) || k >= self.by_whole.len() {
             return None;
         }
-        let n = (k..self.by_whole.len()).find_map(|c| self.by_whole[c].first().copied())? as usize;
+        let n = (k..self.by_whole.len()).find_map(|c| {
+            self.by_whole[c]
+                .iter()
+                .copied()
+                .find(|&n| asker.may_use(&self.held[n as usize]))
+        })? as usize;
         let slices = (0..self.free[n].len())
             .filter(|&d| self.free[n][d] == WHOLE)
             .take(k)

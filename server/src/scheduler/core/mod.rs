@@ -26,6 +26,22 @@
 //! over-quota. In-quota jobs are never preempted, and a reclaiming job is itself in-quota, so
 //! preemption cannot cycle.
 //!
+//! # Starvation
+//! Smaller jobs may start past a larger job that does not fit (backfill). So that a stream of
+//! them cannot starve it, per group the first job in order of whole GPUs that has waited
+//! `hold_after_ms` and that the group's policy lets run (within its limit, and within its
+//! reservation or allowed to borrow) becomes the group's *held job*: the node of its pools
+//! closest to fitting it (most fully free devices, not held already) is held for it, so nothing
+//! else is placed there (unless the held job is beyond its group's reservation: then the
+//! in-quota jobs of other groups, which are owed theirs, still may) and the node fills up for
+//! it as its jobs finish; and the group's
+//! jobs behind it in order wait until it has started, so the group's own stream cannot keep it
+//! over its quota. Holds are recomputed every cycle; reclaim may still take from a held node.
+//!
+//! A node where victims are still stopping is held for the group they stop for, and a
+//! reclaim keeps its victims allocated (they hold their devices until they stop): the room
+//! they free, and the room beside them on that node, goes to that group's starving job.
+//!
 //! # Placement
 //! A fraction (< 1000) goes on one device; whole GPUs (multiples of 1000) on fully free devices
 //! of one node (gangs spanning nodes are not scheduled: the API refuses them). Fractions prefer
@@ -38,7 +54,7 @@ use std::collections::BinaryHeap;
 mod capacity;
 mod reclaim;
 
-use capacity::PoolState;
+use capacity::{Asker, Holder, PoolState};
 use reclaim::reclaim;
 
 pub type MilliGpu = u32;
@@ -98,6 +114,8 @@ pub struct RunningJob {
     pub started_at: i64,
     /// Already being preempted to give its group's capacity back to this group.
     pub preempted_for: Option<u32>,
+    /// The job it is being preempted for, when known.
+    pub preempted_for_job: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -112,12 +130,21 @@ pub struct PendingJob {
     /// GPU memory needed on its device, MiB (fractions); 0 = proportional to the fraction.
     pub memory_mb: u32,
     pub submitted_at: i64,
+    /// When it last entered the queue (its submit, or its requeue after a preemption): how
+    /// long it has waited counts from here.
+    pub waiting_since: i64,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub now: i64,
     pub min_runtime_ms: i64,
+    /// An in-quota job of whole GPUs that has waited this long for room gets a node held for
+    /// it (see "Starvation" in the module docs); `None`: never.
+    pub hold_after_ms: Option<i64>,
+    /// Pending jobs whose victims have all stopped: the capacity they freed is theirs, so
+    /// these are placed first (before holds and the in-quota order).
+    pub reclaimed_for: Vec<u64>,
     pub pools: Vec<Pool>,
     pub groups: Vec<GroupPolicy>,
     pub queues: Vec<Queue>,
@@ -154,6 +181,12 @@ pub enum WaitReason {
     NoCapacity,
     /// Capacity is being reclaimed for it from these over-quota jobs.
     WaitingForPreemption { victims: Vec<u64> },
+    /// It waited past the hold threshold: a node is held for it (nothing new starts there)
+    /// and has `free` of the `needed` whole GPUs free so far.
+    CapacityHeld { free: MilliGpu, needed: MilliGpu },
+    /// Its group's job `job` waited past the hold threshold, and the group's jobs behind it
+    /// wait until it has started.
+    BehindHeldJob { job: u64 },
     /// Borrowing, but idle capacity went to groups with a smaller fair share, or none is idle.
     NoIdleCapacity,
     /// The request can never be placed (larger than any node, bad amount, unknown queue).
@@ -165,6 +198,9 @@ pub struct Decisions {
     pub admits: Vec<Admit>,
     pub preempts: Vec<Preempt>,
     pub waiting: Vec<(u64, WaitReason)>,
+    /// Nodes held this cycle for starving jobs: (job, pool, node, owed: within its group's
+    /// reservation, so even other groups' in-quota jobs keep off).
+    pub held: Vec<(u64, u32, u32, bool)>,
 }
 
 // ---- the cycle ------------------------------------------------------------------------------
@@ -217,18 +253,100 @@ pub fn schedule(s: &Snapshot) -> Decisions {
     let mut out = Decisions::default();
     let mut reason: Vec<Option<WaitReason>> = vec![None; s.pending.len()];
     let mut starving: Vec<usize> = Vec::new();
+    let mut holds: Vec<(usize, MilliGpu)> = Vec::new();
     let mut borrowers: Vec<Vec<usize>> = vec![Vec::new(); s.groups.len()];
 
-    let place = |pools: &[PoolState], q: &Queue, job: &PendingJob| {
+    let place = |pools: &[PoolState], q: &Queue, job: &PendingJob, in_quota: bool| {
+        let asker = Asker {
+            job: job.id,
+            group: q.group,
+            in_quota,
+        };
         q.pools.iter().find_map(|&p| {
             pools
                 .get(p as usize)
-                .and_then(|ps| ps.find(p, job.gpus, job.memory_mb))
+                .and_then(|ps| ps.find(p, job.gpus, job.memory_mb, asker))
         })
     };
+    // Nodes where victims are still stopping are kept for the group they stop for: what they
+    // free, and any room beside them, goes to its starving job, not to whoever comes first.
+    let pending_ids: std::collections::HashSet<u64> = s.pending.iter().map(|j| j.id).collect();
+    let mut stopping_for: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    for r in &s.running {
+        if let (Some(g), Some(ps)) = (r.preempted_for, pools.get_mut(r.placement.pool as usize)) {
+            let holder = match r.preempted_for_job {
+                Some(j) if pending_ids.contains(&j) => {
+                    stopping_for.insert(j);
+                    Holder::Reclaim(j)
+                }
+                _ => Holder::Group(g),
+            };
+            ps.hold(r.placement.node as usize, holder);
+        }
+    }
+
+    // Phase 0: jobs whose victims have stopped take what was freed for them, before anyone.
+    let reclaimed: std::collections::HashSet<u64> = s.reclaimed_for.iter().copied().collect();
+    let mut done = vec![false; s.pending.len()];
+    if !reclaimed.is_empty() {
+        for &i in &order {
+            let job = &s.pending[i];
+            let Some(q) = s.queues.get(job.queue as usize) else {
+                continue;
+            };
+            let g = q.group as usize;
+            if !reclaimed.contains(&job.id) || groups[g].used + job.gpus > s.groups[g].reservation {
+                continue;
+            }
+            if let Some(pl) = place(&pools, q, job, true) {
+                pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
+                groups[g].used += job.gpus;
+                out.admits.push(Admit {
+                    job: job.id,
+                    placement: pl,
+                    over_quota: false,
+                });
+                done[i] = true;
+            }
+        }
+    }
+
+    // Starvation: per group, the first job in order that has waited past the threshold and
+    // could run within the group's policy; a node is held for it, and the group's jobs behind
+    // it wait for it.
+    let mut head: Vec<Option<u64>> = vec![None; s.groups.len()];
+    if let Some(t) = s.hold_after_ms {
+        for &i in &order {
+            let job = &s.pending[i];
+            let Some(q) = s.queues.get(job.queue as usize) else {
+                continue;
+            };
+            let g = q.group as usize;
+            if done[i] || head[g].is_some() || job.gpus < WHOLE || s.now - job.waiting_since < t {
+                continue;
+            }
+            let policy = &s.groups[g];
+            if !job.gpus.is_multiple_of(WHOLE)
+                || job.gpus > policy.limit
+                || (job.gpus > policy.reservation && !may_borrow(q, policy, job))
+            {
+                continue;
+            }
+            head[g] = Some(job.id);
+            let owed = groups[g].used + job.gpus <= policy.reservation;
+            if let Some((pool, node, free)) = hold_for(&mut pools, q, job, owed) {
+                holds.push((i, free));
+                out.held.push((job.id, pool as u32, node as u32, owed));
+            }
+        }
+    }
+    let mut passed_head = vec![false; s.groups.len()];
 
     // Phase 1: in-quota.
     for &i in &order {
+        if done[i] {
+            continue;
+        }
         let job = &s.pending[i];
         let Some(q) = s.queues.get(job.queue as usize) else {
             reason[i] = Some(WaitReason::Unschedulable);
@@ -239,6 +357,13 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             continue;
         }
         let g = q.group as usize;
+        if let Some(h) = head[g] {
+            if passed_head[g] {
+                reason[i] = Some(WaitReason::BehindHeldJob { job: h });
+                continue;
+            }
+            passed_head[g] = h == job.id;
+        }
         let policy = &s.groups[g];
         let used = groups[g].used;
         if used + job.gpus > policy.limit {
@@ -249,7 +374,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             continue;
         }
         if used + job.gpus <= policy.reservation {
-            match place(&pools, q, job) {
+            match place(&pools, q, job, true) {
                 Some(pl) => {
                     pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
                     groups[g].used += job.gpus;
@@ -259,16 +384,19 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                         over_quota: false,
                     });
                 }
+                None if stopping_for.contains(&job.id) => {
+                    // Its victims are still stopping: it keeps its share of the reservation
+                    // (no later job of the group takes it) and waits for them.
+                    groups[g].used += job.gpus;
+                    reason[i] = Some(WaitReason::WaitingForPreemption {
+                        victims: Vec::new(),
+                    });
+                }
                 None => starving.push(i),
             }
             continue;
         }
-        let may_borrow = q.over_quota
-            && policy.over_quota_allowed
-            && job.may_exceed
-            && job.preemptible
-            && policy.over_quota_weight > 0;
-        if may_borrow {
+        if may_borrow(q, policy, job) {
             borrowers[g].push(i);
         } else {
             reason[i] = Some(WaitReason::QuotaExhausted {
@@ -281,6 +409,17 @@ pub fn schedule(s: &Snapshot) -> Decisions {
     // Phase 3 first for capacity ordering: reclaim for starving in-quota jobs before lending
     // idle capacity out again (the reclaimed devices are earmarked for them).
     reclaim(s, &mut pools, &mut groups, &starving, &mut out, &mut reason);
+    for (i, free) in holds {
+        if matches!(
+            reason[i],
+            None | Some(WaitReason::NoCapacity) | Some(WaitReason::NoIdleCapacity)
+        ) {
+            reason[i] = Some(WaitReason::CapacityHeld {
+                free,
+                needed: s.pending[i].gpus,
+            });
+        }
+    }
 
     // Phase 2: over-quota by progressive filling.
     #[derive(PartialEq, Eq)]
@@ -331,7 +470,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 });
                 continue;
             }
-            if let Some(pl) = place(&pools, q, job) {
+            if let Some(pl) = place(&pools, q, job, false) {
                 pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
                 groups[g].used += job.gpus;
                 out.admits.push(Admit {
@@ -367,6 +506,47 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             .push((id, reason[i].clone().unwrap_or(WaitReason::NoCapacity)));
     }
     out
+}
+
+/// Whether a job beyond its group's reservation may borrow idle capacity: its queue, group,
+/// user and priority class allow it, and the group's over-quota weight is not 0.
+fn may_borrow(q: &Queue, policy: &GroupPolicy, job: &PendingJob) -> bool {
+    q.over_quota
+        && policy.over_quota_allowed
+        && job.may_exceed
+        && job.preemptible
+        && policy.over_quota_weight > 0
+}
+
+/// Holds, for a starving job, the node of its queue's pools closest to fitting it; returns
+/// the node and the milli-GPUs already free there.
+fn hold_for(
+    pools: &mut [PoolState],
+    q: &Queue,
+    job: &PendingJob,
+    owed: bool,
+) -> Option<(usize, usize, MilliGpu)> {
+    let k = (job.gpus / WHOLE) as usize;
+    let (pool, node, free) = q
+        .pools
+        .iter()
+        .filter_map(|&p| {
+            let ps = pools.get(p as usize)?;
+            ps.node_to_hold(k).map(|(n, f)| (p as usize, n, f))
+        })
+        .fold(None, |best: Option<(usize, usize, usize)>, c| match best {
+            Some(b) if b.2 >= c.2 => Some(b),
+            _ => Some(c),
+        })?;
+    pools[pool].hold(
+        node,
+        Holder::Starving {
+            job: job.id,
+            group: q.group,
+            owed,
+        },
+    );
+    Some((pool, node, free as MilliGpu * WHOLE))
 }
 
 /// Which running jobs are over-quota, per the in-quota ordering in the module docs.

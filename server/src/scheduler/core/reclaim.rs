@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::capacity::PoolState;
+use super::capacity::{Asker, Holder, PoolState};
 use super::*;
 
 pub(super) fn reclaim(
@@ -22,11 +22,22 @@ pub(super) fn reclaim(
     let over_flags = over_quota_jobs(s);
     // Capacity already being freed for a group counts first (it stays allocated until the
     // victims stop, so nothing else can be placed on it meanwhile).
+    // Victims stopping for a job that still waits count for that job alone; others (their
+    // job is unknown or gone) for their group.
+    let waiting: std::collections::HashSet<u64> = s.pending.iter().map(|j| j.id).collect();
     let mut inflight = vec![0u64; s.groups.len()];
+    let mut inflight_job: std::collections::HashMap<u64, u64> = Default::default();
     for r in &s.running {
         if let Some(g) = r.preempted_for {
-            if let Some(slot) = inflight.get_mut(g as usize) {
-                *slot += r.gpus as u64;
+            match r.preempted_for_job {
+                Some(j) if waiting.contains(&j) => {
+                    *inflight_job.entry(j).or_default() += r.gpus as u64
+                }
+                _ => {
+                    if let Some(slot) = inflight.get_mut(g as usize) {
+                        *slot += r.gpus as u64;
+                    }
+                }
             }
         }
     }
@@ -93,6 +104,24 @@ pub(super) fn reclaim(
         let job = &s.pending[i];
         let q = &s.queues[job.queue as usize];
         let g = q.group as usize;
+        // Later jobs of its group (backfill) may have taken what was left of the reservation
+        // in this cycle: then it is no longer owed capacity, and nothing is preempted for it.
+        if groups[g].used + job.gpus > s.groups[g].reservation
+            && !inflight_job.contains_key(&job.id)
+        {
+            reason[i] = Some(WaitReason::QuotaExhausted {
+                used: groups[g].used,
+                reservation: s.groups[g].reservation,
+            });
+            continue;
+        }
+        if inflight_job.contains_key(&job.id) {
+            // Its victims are still stopping: it waits for them, and no second round.
+            reason[i] = Some(WaitReason::WaitingForPreemption {
+                victims: Vec::new(),
+            });
+            continue;
+        }
         if inflight[g] >= job.gpus as u64 {
             inflight[g] -= job.gpus as u64;
             reason[i] = Some(WaitReason::WaitingForPreemption {
@@ -100,13 +129,23 @@ pub(super) fn reclaim(
             });
             continue;
         }
-        let available: u64 = q.pools.iter().map(|&p| reclaimable[p as usize]).sum();
+        // Reclaimable plus what is free already (a job may need both).
+        let available: u64 = q
+            .pools
+            .iter()
+            .map(|&p| reclaimable[p as usize] + pools[p as usize].free_total())
+            .sum();
         let fails_early = available < job.gpus as u64
             || failed.iter().any(|(p, k)| p == &q.pools && job.gpus >= *k);
         if fails_early {
             reason[i] = Some(WaitReason::NoCapacity);
             continue;
         }
+        let asker = Asker {
+            job: job.id,
+            group: g as u32,
+            in_quota: true,
+        };
         let saved_cursor = cursor.clone();
         let mut chosen: Vec<usize> = Vec::new();
         let mut skipped: Vec<Entry> = Vec::new();
@@ -153,6 +192,7 @@ pub(super) fn reclaim(
                 r.placement.node as usize,
                 job.gpus,
                 job.memory_mb,
+                asker,
             );
             if fit.is_some() {
                 break;
@@ -184,7 +224,9 @@ pub(super) fn reclaim(
             ps.apply(&r.placement, r.memory_mb, 1);
             let same_node = r.placement.pool == pl.pool && r.placement.node == pl.node;
             if same_node {
-                if let Some(p) = ps.find_on(pl.pool, pl.node as usize, job.gpus, job.memory_mb) {
+                if let Some(p) =
+                    ps.find_on(pl.pool, pl.node as usize, job.gpus, job.memory_mb, asker)
+                {
                     pl = p;
                 } else {
                     ps.apply(&r.placement, r.memory_mb, -1);
@@ -198,12 +240,18 @@ pub(super) fn reclaim(
             let (num, w) = share(vg, groups);
             heap.push(Entry { num, w, group: vg });
         }
-        pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
+        // The victims hold their devices until they have stopped, so what they free is not
+        // free in this cycle: they stay allocated (and counted in their group), the job is
+        // not placed yet, and the node is held for the job, so that no other job
+        // takes the room beside the victims that the job needs too.
+        pools[pl.pool as usize].hold(pl.node as usize, Holder::Reclaim(job.id));
         groups[g].used += job.gpus;
         let mut ids = Vec::with_capacity(kept.len());
         for v in kept {
             let r = &s.running[v];
             let vg = group_of(r.queue);
+            pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, 1);
+            groups[vg].used += r.gpus;
             taken[v] = true;
             reclaimable[r.placement.pool as usize] -= r.gpus as u64;
             out.preempts.push(Preempt {

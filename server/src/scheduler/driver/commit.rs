@@ -52,6 +52,19 @@ pub(super) fn wait_words(r: &WaitReason, group: &str, job_gpus: i64) -> (&'stati
                 if victims.len() == 1 { "is" } else { "are" }
             ),
         ),
+        WaitReason::CapacityHeld { free, needed } => (
+            "capacity_held",
+            format!(
+                "Within {group}'s reservation, and it has waited long enough that a node is now held for it: no other job starts there, and it starts when the node's running jobs have freed {} GPUs ({} free so far).",
+                gpus(*needed as i64), gpus(*free as i64)
+            ),
+        ),
+        WaitReason::BehindHeldJob { .. } => (
+            "behind_held_job",
+            format!(
+                "An earlier job of {group} has waited long enough that capacity is now held for it; the group's jobs behind it wait until it has started, so that a stream of smaller jobs cannot starve it."
+            ),
+        ),
         WaitReason::NoIdleCapacity => (
             "no_idle_capacity",
             format!(

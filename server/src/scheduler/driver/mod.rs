@@ -349,7 +349,8 @@ impl Driver {
     async fn cycle(&mut self) -> Result<(), sqlx::Error> {
         let t0 = Instant::now();
         let now = self.store.now();
-        let loaded = load(&self.store, now, self.cfg.min_runtime_ms).await?;
+        let mut loaded = load(&self.store, now, self.cfg.min_runtime_ms).await?;
+        loaded.snap.hold_after_ms = (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
         let decisions = core::schedule(&loaded.snap);
         // Transitions are stamped after the load, so they never precede what the load saw
         // (a submit that committed while the snapshot was being read).

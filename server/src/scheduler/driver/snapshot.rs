@@ -26,6 +26,8 @@ pub(crate) struct LiveJob {
     pub(crate) stop_reason: Option<StopReason>,
     pub(crate) max_runtime_ms: Option<i64>,
     pub(crate) submitted_at: i64,
+    /// When it last entered the queue (submit, or requeue after a preemption).
+    pub(crate) queued_at: i64,
     pub(crate) admitted_at: Option<i64>,
     pub(crate) started_at: Option<i64>,
 }
@@ -77,6 +79,7 @@ fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, s
         stop_reason: opt_text_enum(r, "stop_reason")?,
         max_runtime_ms: r.try_get("max_runtime_ms")?,
         submitted_at: r.try_get("submitted_at")?,
+        queued_at: r.try_get("queued_at")?,
         admitted_at: r.try_get("admitted_at")?,
         started_at: r.try_get("started_at")?,
     })
@@ -177,7 +180,7 @@ pub(crate) async fn load(
         .collect();
     let job_rows = sqlx::query(
         "SELECT id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices,
-            preempted_for, stop_reason, max_runtime_ms, submitted_at, admitted_at, started_at
+            preempted_for, stop_reason, max_runtime_ms, submitted_at, queued_at, admitted_at, started_at
          FROM jobs WHERE state IN ('queued', 'admitted', 'starting', 'running', 'preempting') ORDER BY submitted_at, id",
     )
     .fetch_all(&store.pool)
@@ -201,6 +204,7 @@ pub(crate) async fn load(
                         gpus: clamp(j.gpu_milli),
                         memory_mb: clamp(j.gpu_memory_mb),
                         submitted_at: j.submitted_at,
+                        waiting_since: j.queued_at,
                     });
                 }
             } else if let (Some(pool), Some(node)) =
@@ -223,11 +227,14 @@ pub(crate) async fn load(
                         .preempted_for
                         .as_deref()
                         .and_then(|g| group_index.get(g).copied()),
+                    // Filled in by `reclaims`.
+                    preempted_for_job: None,
                 });
             }
         }
         jobs.push(j);
     }
+    reclaims(store, &jobs, &mut snap).await?;
     Ok(Loaded {
         snap,
         pool_ids,
@@ -238,4 +245,56 @@ pub(crate) async fn load(
         queue_group,
         jobs,
     })
+}
+
+/// Who waits on whom: for each waiting job with preemptions in its favour since it was last
+/// queued, its victims that are still stopping (`preempted_for_job`), or, when all of them
+/// have stopped, the job itself (`reclaimed_for`: what they freed is its to take first).
+async fn reclaims(
+    store: &Store,
+    jobs: &[LiveJob],
+    snap: &mut core::Snapshot,
+) -> Result<(), sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT p.for_job_id, p.victim_job_id, v.state AS victim_state
+         FROM preemptions p JOIN jobs f ON f.id = p.for_job_id JOIN jobs v ON v.id = p.victim_job_id
+         WHERE f.state = 'queued' AND p.at >= f.queued_at",
+    )
+    .fetch_all(&store.pool)
+    .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let index: HashMap<&str, u64> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.id.as_str(), i as u64))
+        .collect();
+    let mut stopping: HashMap<u64, u64> = HashMap::new();
+    let mut owed: HashMap<u64, bool> = HashMap::new();
+    for r in &rows {
+        let for_job: String = r.try_get("for_job_id")?;
+        let victim: String = r.try_get("victim_job_id")?;
+        let victim_state: JobState = text_enum(r, "victim_state")?;
+        let Some(&f) = index.get(for_job.as_str()) else {
+            continue;
+        };
+        let still = victim_state == JobState::Preempting;
+        if let (true, Some(&v)) = (still, index.get(victim.as_str())) {
+            stopping.insert(v, f);
+        }
+        *owed.entry(f).or_insert(true) &= !still;
+    }
+    for r in &mut snap.running {
+        if let Some(&f) = stopping.get(&r.id) {
+            r.preempted_for_job = Some(f);
+        }
+    }
+    snap.reclaimed_for = owed
+        .into_iter()
+        .filter(|&(_, all_stopped)| all_stopped)
+        .map(|(f, _)| f)
+        .collect();
+    snap.reclaimed_for.sort_unstable();
+    Ok(())
 }

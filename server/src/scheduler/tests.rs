@@ -220,6 +220,37 @@ fn reclaim_preempts_only_what_is_needed_most_recent_first() {
         reason_of(&d2, 1),
         Some(&WaitReason::WaitingForPreemption { victims: vec![] })
     );
+
+    // With the job they stop for known, it names them, and nobody else may use the node.
+    let mut s3 = s2.clone();
+    for r in &mut s3.running {
+        if victims.contains(&r.id) {
+            r.preempted_for_job = Some(1);
+        }
+    }
+    s3.pending.push(job(2, 1, 1000));
+    let d3 = schedule(&s3);
+    assert!(d3.preempts.is_empty(), "{:?}", d3.preempts);
+    match reason_of(&d3, 1) {
+        Some(WaitReason::WaitingForPreemption { victims: named }) => {
+            let mut named = named.clone();
+            named.sort_unstable();
+            assert_eq!(named, vec![12, 13]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(d3.admits.is_empty(), "{:?}", d3.admits);
+
+    // Once they have stopped, the capacity is the job's first.
+    let mut s4 = s3.clone();
+    s4.running.retain(|r| !victims.contains(&r.id));
+    s4.reclaimed_for = vec![1];
+    s4.pending[1].priority = 5;
+    let d4 = schedule(&s4);
+    assert!(
+        d4.admits.iter().any(|a| a.job == 1),
+        "the job its victims stopped for starts, before a job of higher priority: {d4:?}"
+    );
 }
 
 #[test]

@@ -314,7 +314,7 @@ async fn waiting_jobs_say_why_and_aborts_end_them(kind: Kind) {
     assert_eq!(w["job"]["wait_code"], "over_limit", "{w}");
     let reason = w["job"]["wait_reason"].as_str().unwrap();
     assert!(
-        reason.contains("vision is using 1 of its limit of 1 GPUs"),
+        reason.contains("vision would go over its limit of 1 GPUs"),
         "{reason}"
     );
 

@@ -271,12 +271,12 @@ pub fn schedule(s: &Snapshot) -> Decisions {
     // Nodes where victims are still stopping are kept for the group they stop for: what they
     // free, and any room beside them, goes to its starving job, not to whoever comes first.
     let pending_ids: std::collections::HashSet<u64> = s.pending.iter().map(|j| j.id).collect();
-    let mut stopping_for: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut stopping_for: std::collections::HashMap<u64, Vec<u64>> = Default::default();
     for r in &s.running {
         if let (Some(g), Some(ps)) = (r.preempted_for, pools.get_mut(r.placement.pool as usize)) {
             let holder = match r.preempted_for_job {
                 Some(j) if pending_ids.contains(&j) => {
-                    stopping_for.insert(j);
+                    stopping_for.entry(j).or_default().push(r.id);
                     Holder::Reclaim(j)
                 }
                 _ => Holder::Group(g),
@@ -384,12 +384,12 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                         over_quota: false,
                     });
                 }
-                None if stopping_for.contains(&job.id) => {
+                None if stopping_for.contains_key(&job.id) => {
                     // Its victims are still stopping: it keeps its share of the reservation
                     // (no later job of the group takes it) and waits for them.
                     groups[g].used += job.gpus;
                     reason[i] = Some(WaitReason::WaitingForPreemption {
-                        victims: Vec::new(),
+                        victims: stopping_for[&job.id].clone(),
                     });
                 }
                 None => starving.push(i),

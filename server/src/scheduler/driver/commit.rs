@@ -12,29 +12,28 @@ pub(super) struct EventRow {
     pub(super) detail: String,
 }
 
-pub(super) fn plural(n: i64, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
-
 /// A waiting job's reason as a code and in plain words.
-pub(super) fn wait_words(r: &WaitReason, group: &str, job_gpus: i64) -> (&'static str, String) {
+/// The words change only when the cause does (not with every admission elsewhere), so a
+/// waiting job's row is rewritten only then. `victims` names the jobs stopping for it.
+pub(super) fn wait_words(
+    r: &WaitReason,
+    group: &str,
+    job_gpus: i64,
+    victims: &[&str],
+) -> (&'static str, String) {
     match r {
-        WaitReason::OverLimit { used, limit } => (
+        WaitReason::OverLimit { limit, .. } => (
             "over_limit",
             format!(
-                "{group} is using {} of its limit of {} GPUs; this job's {} GPUs would go over it. It starts when the group's other jobs finish.",
-                gpus(*used as i64), gpus(*limit as i64), gpus(job_gpus)
+                "With this job's {} GPUs, {group} would go over its limit of {} GPUs. It starts when the group's other jobs finish.",
+                gpus(job_gpus), gpus(*limit as i64)
             ),
         ),
-        WaitReason::QuotaExhausted { used, reservation } => (
+        WaitReason::QuotaExhausted { reservation, .. } => (
             "quota_exhausted",
             format!(
-                "{group} is using {} of its {} reserved GPUs, and this job may not borrow idle GPUs beyond the reservation (over-quota is off for its queue, group or user, or its priority class is not preemptible).",
-                gpus(*used as i64), gpus(*reservation as i64)
+                "With this job's {} GPUs, {group} would go beyond its {} reserved GPUs, and this job may not borrow idle GPUs (over-quota is off for its queue, group or user, or its priority class is not preemptible). It starts when the group's other jobs finish.",
+                gpus(job_gpus), gpus(*reservation as i64)
             ),
         ),
         WaitReason::NoCapacity => (
@@ -44,11 +43,11 @@ pub(super) fn wait_words(r: &WaitReason, group: &str, job_gpus: i64) -> (&'stati
                 gpus(job_gpus)
             ),
         ),
-        WaitReason::WaitingForPreemption { victims } => (
+        WaitReason::WaitingForPreemption { .. } => (
             "reclaiming",
             format!(
-                "Reclaiming {group}'s reserved GPUs: {} of other groups that borrowed them {} being stopped (checkpoint, then stop). It starts as soon as they have.",
-                plural(victims.len() as i64, "over-quota job", "over-quota jobs"),
+                "Reclaiming {group}'s reserved GPUs from other groups that borrowed them: {} {} being stopped for it (checkpoint, then stop). It starts as soon as they have.",
+                named(victims),
                 if victims.len() == 1 { "is" } else { "are" }
             ),
         ),
@@ -75,6 +74,17 @@ pub(super) fn wait_words(r: &WaitReason, group: &str, job_gpus: i64) -> (&'stati
             "unschedulable",
             "This request cannot be placed on any node of the queue's pools.".to_string(),
         ),
+    }
+}
+
+/// `a`, `a and b`, `a, b, c and 4 more`.
+fn named(names: &[&str]) -> String {
+    match names {
+        [] => "over-quota jobs".to_string(),
+        [one] => format!("over-quota job {one}"),
+        [a, b] => format!("over-quota jobs {a} and {b}"),
+        [a, b, c] => format!("over-quota jobs {a}, {b} and {c}"),
+        [a, b, c, rest @ ..] => format!("over-quota jobs {a}, {b}, {c} and {} more", rest.len()),
     }
 }
 
@@ -260,7 +270,14 @@ impl Driver {
                 .queue
                 .map(|q| l.groups[l.queue_group[q as usize] as usize].name.as_str())
                 .unwrap_or("the group");
-            let (code, text) = wait_words(reason, group, j.gpu_milli);
+            let victims: Vec<&str> = match reason {
+                WaitReason::WaitingForPreemption { victims } => victims
+                    .iter()
+                    .map(|v| l.jobs[*v as usize].name.as_str())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let (code, text) = wait_words(reason, group, j.gpu_milli, &victims);
             if j.wait_code.as_deref() != Some(code) || j.wait_reason.as_deref() != Some(&text) {
                 wait_updates.push((j.id.clone(), code, text));
             }
@@ -499,4 +516,37 @@ fn launch_from_row(r: &AnyRow) -> Result<(ExecutorKind, Launch), sqlx::Error> {
             duration_ms: r.try_get("duration_ms")?,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reclaiming_job_names_the_jobs_stopping_for_it() {
+        let r = WaitReason::WaitingForPreemption {
+            victims: vec![1, 2],
+        };
+        let (code, text) = wait_words(&r, "nlp", 2000, &["train-3", "train-2"]);
+        assert_eq!(code, "reclaiming");
+        assert!(
+            text.contains("over-quota jobs train-3 and train-2 are being stopped"),
+            "{text}"
+        );
+        let many = named(&["a", "b", "c", "d", "e"]);
+        assert_eq!(many, "over-quota jobs a, b, c and 2 more");
+        // The words do not carry the group's changing use, so they change only with the cause.
+        let over = WaitReason::OverLimit {
+            used: 500,
+            limit: 1000,
+        };
+        let later = WaitReason::OverLimit {
+            used: 750,
+            limit: 1000,
+        };
+        assert_eq!(
+            wait_words(&over, "g", 1000, &[]),
+            wait_words(&later, "g", 1000, &[])
+        );
+    }
 }

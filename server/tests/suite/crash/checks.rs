@@ -1,0 +1,162 @@
+//! What the store holds after the kills, read back and judged: fields consistent with each
+//! job's state, event chains, and job processes that outlive their job.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use sqlx::Row as _;
+
+use app::model::JobState;
+
+use crate::common::TestApp;
+
+use super::server::job_processes;
+
+/// One stored job, as the checks read it.
+#[derive(Debug)]
+pub(super) struct Stored {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) state: String,
+    pub(super) stop_reason: Option<String>,
+    pub(super) pool_id: Option<String>,
+    pub(super) node: Option<i64>,
+    pub(super) handle: Option<String>,
+    pub(super) exit_code: Option<i64>,
+    pub(super) resume_count: i64,
+    pub(super) started_at: Option<i64>,
+    pub(super) finished_at: Option<i64>,
+}
+
+pub(super) async fn rows(app: &TestApp) -> Vec<Stored> {
+    sqlx::query("SELECT id, name, state, stop_reason, pool_id, node, handle, exit_code, resume_count, started_at, finished_at FROM jobs")
+        .fetch_all(&app.store().pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| Stored {
+            id: r.get("id"),
+            name: r.get("name"),
+            state: r.get("state"),
+            stop_reason: r.get("stop_reason"),
+            pool_id: r.get("pool_id"),
+            node: r.get("node"),
+            handle: r.get("handle"),
+            exit_code: r.get("exit_code"),
+            resume_count: r.get("resume_count"),
+            started_at: r.get("started_at"),
+            finished_at: r.get("finished_at"),
+        })
+        .collect()
+}
+
+/// What is wrong with a stored job's fields for its state (empty: nothing).
+pub(super) fn inconsistencies(j: &Stored) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Some(state) = JobState::parse(&j.state) else {
+        return vec![format!("state {:?} is no JobState", j.state)];
+    };
+    let mut want = |ok: bool, what: &str| {
+        if !ok {
+            bad.push(format!("{}: {what}", j.state));
+        }
+    };
+    want(j.resume_count >= 0, "resume_count >= 0");
+    match state {
+        JobState::Preempted => want(false, "never stored (a preempted job is requeued)"),
+        JobState::Queued => {
+            want(j.pool_id.is_none() && j.node.is_none(), "no placement");
+            want(j.handle.is_none() && j.started_at.is_none(), "not started");
+            want(j.stop_reason.is_none(), "no stop pending");
+        }
+        JobState::Admitted | JobState::Starting => {
+            want(j.pool_id.is_some() && j.node.is_some(), "a placement")
+        }
+        JobState::Running => {
+            want(j.pool_id.is_some() && j.node.is_some(), "a placement");
+            want(j.handle.is_some() && j.started_at.is_some(), "a handle");
+        }
+        JobState::Preempting => {
+            want(j.pool_id.is_some() && j.node.is_some(), "a placement");
+            want(j.stop_reason.is_some(), "a stop reason");
+        }
+        JobState::Succeeded | JobState::Failed | JobState::Aborted | JobState::Lost => {
+            want(j.finished_at.is_some(), "finished_at");
+            want(j.handle.is_none(), "no handle");
+            if state == JobState::Succeeded {
+                want(j.exit_code == Some(0), "exit code 0");
+            }
+        }
+    }
+    bad
+}
+
+/// Each job's stored transitions (notes, where from = to, left out) chain from `queued` to
+/// its state; empty when they do.
+pub(super) async fn broken_chains(app: &TestApp, jobs: &[Stored]) -> Vec<String> {
+    let events =
+        sqlx::query("SELECT job_id, from_state, to_state, detail FROM job_events ORDER BY at, id")
+            .fetch_all(&app.store().pool)
+            .await
+            .unwrap();
+    let mut by_job: HashMap<String, Vec<(Option<String>, String, String)>> = HashMap::new();
+    for e in &events {
+        by_job.entry(e.get("job_id")).or_default().push((
+            e.get("from_state"),
+            e.get("to_state"),
+            e.get::<Option<String>, _>("detail").unwrap_or_default(),
+        ));
+    }
+    let mut broken = Vec::new();
+    for j in jobs {
+        let evs = by_job.remove(&j.id).unwrap_or_default();
+        let mut at: Option<String> = None;
+        let mut ok = true;
+        for (from, to, _) in &evs {
+            if from.as_deref() == Some(to.as_str()) {
+                continue;
+            }
+            if *from != at {
+                ok = false;
+            }
+            at = Some(to.clone());
+        }
+        if !ok || at.as_deref() != Some(j.state.as_str()) {
+            broken.push(format!("{} ({}): {evs:?}", j.id, j.state));
+        }
+    }
+    broken
+}
+
+/// Processes of jobs that ended by `ended` (read before the processes were listed): none may
+/// run. And no job has two wrappers. (An abort callback run twice shows in the callbacks' log.)
+pub(super) fn process_faults(
+    jobs_dir: &Path,
+    ended: &HashSet<String>,
+) -> (Vec<String>, Vec<String>) {
+    let procs = job_processes(jobs_dir);
+    let orphans = procs
+        .iter()
+        .filter(|p| ended.contains(&p.job_id))
+        .map(|p| format!("{p:?}"))
+        .collect();
+    let mut wrappers: HashMap<&str, Vec<u32>> = HashMap::new();
+    for p in procs.iter().filter(|p| p.wrapper) {
+        wrappers.entry(&p.job_id).or_default().push(p.pid);
+    }
+    let doubled = wrappers
+        .into_iter()
+        .filter(|(_, pids)| pids.len() > 1)
+        .map(|(job, pids)| format!("{job}: wrappers {pids:?}"))
+        .collect();
+    (orphans, doubled)
+}
+
+pub(super) async fn ended_jobs(app: &TestApp) -> HashSet<String> {
+    rows(app)
+        .await
+        .into_iter()
+        .filter(|j| JobState::parse(&j.state).is_some_and(JobState::is_terminal))
+        .map(|j| j.id)
+        .collect()
+}

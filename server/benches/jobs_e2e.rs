@@ -198,6 +198,14 @@ async fn run(label: &str, url: &str, n: usize, clients: usize, batch: usize) {
 }
 
 fn main() {
+    // Errors behind a failed request (a 500 says no more) go to stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let n: usize = std::env::var("JOBS_E2E_N")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -172,7 +172,13 @@ impl Store {
             Some(lock) => Some(lock.clone().lock_owned().await),
             None => None,
         };
-        let tx = self.pool.begin().await?;
+        // SQLite: take the write lock at BEGIN (IMMEDIATE), so a write that another connection
+        // slipped in first (an autocommit statement, the CLI in another process) makes this
+        // transaction wait its busy timeout instead of failing at its first write.
+        let tx = match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Dialect::Postgres => self.pool.begin().await?,
+        };
         Ok(WriteTx {
             tx,
             _guard: guard,

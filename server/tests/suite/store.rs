@@ -9,6 +9,7 @@ use switchyard::store::Store;
 both_stores!(
     migrations_are_idempotent,
     concurrent_writes_keep_one_valid_chain,
+    first_uses_of_tokens_beside_writes_are_not_500s,
     unique_keys_become_conflicts_not_500s
 );
 
@@ -97,4 +98,51 @@ async fn unique_keys_become_conflicts_not_500s(kind: Kind) {
     assert_eq!(dup.status, 422);
     assert_eq!(dup.body["errors"][0]["field"], "name");
     app.finish().await;
+}
+
+/// A token's first use records `last_used_at` outside any write transaction; under load that
+/// write landed between the reads and the first write of a submit's transaction, and on SQLite
+/// the submit failed with "database is locked" (a 500) instead of waiting.
+async fn first_uses_of_tokens_beside_writes_are_not_500s(kind: Kind) {
+    let app = std::sync::Arc::new(TestApp::new(kind).await);
+    let s = crate::jobs::setup(&app, "acme").await;
+    let queue = crate::jobs::small_queue(&app, &s).await;
+    let mut submitted = 0;
+    for round in 0..6 {
+        let mut tokens = Vec::new();
+        for _ in 0..16 {
+            tokens.push(app.login("acme", "member").await);
+        }
+        let mut tasks = Vec::new();
+        for (i, token) in tokens.into_iter().enumerate() {
+            let app = app.clone();
+            let queue = queue.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                for k in 0..3 {
+                    let r = app
+                        .post(
+                            "/api/v1/jobs",
+                            &token,
+                            json!({"queue_id": queue, "name": format!("j-{round}-{i}-{k}"), "command": "x", "gpu_milli": 125}),
+                        )
+                        .await;
+                    out.push((r.status, r.text));
+                }
+                out
+            }));
+        }
+        for t in tasks {
+            for (status, text) in t.await.unwrap() {
+                assert_eq!(status, axum::http::StatusCode::CREATED, "{text}");
+                submitted += 1;
+            }
+        }
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM jobs").await, submitted);
+    std::sync::Arc::try_unwrap(app)
+        .ok()
+        .expect("no task holds the app")
+        .finish()
+        .await;
 }

@@ -299,13 +299,14 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 continue;
             }
             if let Some(pl) = place(&pools, q, job, true) {
-                pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
-                groups[g].used += job.gpus;
-                out.admits.push(Admit {
-                    job: job.id,
-                    placement: pl,
-                    over_quota: false,
-                });
+                admit(
+                    &mut pools[pl.pool as usize],
+                    &mut groups[g],
+                    &mut out,
+                    job,
+                    pl,
+                    false,
+                );
                 done[i] = true;
             }
         }
@@ -376,13 +377,14 @@ pub fn schedule(s: &Snapshot) -> Decisions {
         if used + job.gpus <= policy.reservation {
             match place(&pools, q, job, true) {
                 Some(pl) => {
-                    pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
-                    groups[g].used += job.gpus;
-                    out.admits.push(Admit {
-                        job: job.id,
-                        placement: pl,
-                        over_quota: false,
-                    });
+                    admit(
+                        &mut pools[pl.pool as usize],
+                        &mut groups[g],
+                        &mut out,
+                        job,
+                        pl,
+                        false,
+                    );
                 }
                 None if stopping_for.contains_key(&job.id) => {
                     // Its victims are still stopping: it keeps its share of the reservation
@@ -471,13 +473,14 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 continue;
             }
             if let Some(pl) = place(&pools, q, job, false) {
-                pools[pl.pool as usize].apply(&pl, job.memory_mb, 1);
-                groups[g].used += job.gpus;
-                out.admits.push(Admit {
-                    job: job.id,
-                    placement: pl,
-                    over_quota: true,
-                });
+                admit(
+                    &mut pools[pl.pool as usize],
+                    &mut groups[g],
+                    &mut out,
+                    job,
+                    pl,
+                    true,
+                );
                 break;
             }
             reason[i] = Some(WaitReason::NoIdleCapacity);
@@ -506,6 +509,24 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             .push((id, reason[i].clone().unwrap_or(WaitReason::NoCapacity)));
     }
     out
+}
+
+/// Places `job` at `pl`: the pool's capacity and the group's use take it, and it is admitted.
+fn admit(
+    pool: &mut PoolState,
+    group: &mut GroupState,
+    out: &mut Decisions,
+    job: &PendingJob,
+    pl: Placement,
+    over_quota: bool,
+) {
+    pool.apply(&pl, job.memory_mb, 1);
+    group.used += job.gpus;
+    out.admits.push(Admit {
+        job: job.id,
+        placement: pl,
+        over_quota,
+    });
 }
 
 /// Whether a job beyond its group's reservation may borrow idle capacity: its queue, group,

@@ -273,12 +273,13 @@ async fn nothing_lost_nothing_doubled_across_fifty_kills(kind: Kind) {
     app.finish().await;
 }
 
-/// The scheduler dies after committing `starting` and before committing `running` (the
-/// process was started; the store never learned its handle). The restarted scheduler finds
-/// the same process and marks the job running; it used to mark it `lost` at once, with its
-/// process still running and its GPUs free for the next job.
-async fn a_started_job_whose_running_was_not_stored_is_adopted(kind: Kind) {
-    let mut app = TestApp::with_scheduler(kind).await;
+/// A scheduler with the crash test's pools, and one local job (`sleep 60`) of `name` running
+/// on them; the guard kills job processes left behind.
+async fn a_running_local_job(
+    kind: Kind,
+    name: &str,
+) -> (TestApp, Setup, String, std::path::PathBuf, KillJobsOnDrop) {
+    let app = TestApp::with_scheduler(kind).await;
     let tenant_id = app.seed_tenant("acme").await;
     let s = Setup {
         admin: app.login("acme", "admin").await,
@@ -286,14 +287,23 @@ async fn a_started_job_whose_running_was_not_stored_is_adopted(kind: Kind) {
     };
     let (_, nlp) = seed(&app, &s, &tenant_id).await;
     let jobs_dir = app.jobs_dir.as_ref().unwrap().path().to_path_buf();
-    let _cleanup = KillJobsOnDrop(jobs_dir.clone());
+    let cleanup = KillJobsOnDrop(jobs_dir.clone());
     let job = submit(
         &app,
         &s.admin,
-        json!({"queue_id": nlp, "name": "long", "command": "sleep 60", "gpu_milli": 1000}),
+        json!({"queue_id": nlp, "name": name, "command": "sleep 60", "gpu_milli": 1000}),
     )
     .await;
     wait_state(&app, &s.admin, &job, "running").await;
+    (app, s, job, jobs_dir, cleanup)
+}
+
+/// The scheduler dies after committing `starting` and before committing `running` (the
+/// process was started; the store never learned its handle). The restarted scheduler finds
+/// the same process and marks the job running; it used to mark it `lost` at once, with its
+/// process still running and its GPUs free for the next job.
+async fn a_started_job_whose_running_was_not_stored_is_adopted(kind: Kind) {
+    let (mut app, s, job, jobs_dir, _cleanup) = a_running_local_job(kind, "long").await;
     let handle = |app: &TestApp| {
         let pool = app.store().pool.clone();
         let job = job.clone();
@@ -345,22 +355,7 @@ async fn a_started_job_whose_running_was_not_stored_is_adopted(kind: Kind) {
 /// stored the stop's end. The restarted scheduler finds the process gone and ends the job as
 /// the stored stop decides: requeued to resume. It used to end it `lost`.
 async fn a_preempted_job_killed_while_the_scheduler_was_down_is_requeued(kind: Kind) {
-    let mut app = TestApp::with_scheduler(kind).await;
-    let tenant_id = app.seed_tenant("acme").await;
-    let s = Setup {
-        admin: app.login("acme", "admin").await,
-        member: app.login("acme", "member").await,
-    };
-    let (_, nlp) = seed(&app, &s, &tenant_id).await;
-    let jobs_dir = app.jobs_dir.as_ref().unwrap().path().to_path_buf();
-    let _cleanup = KillJobsOnDrop(jobs_dir.clone());
-    let job = submit(
-        &app,
-        &s.admin,
-        json!({"queue_id": nlp, "name": "borrower", "command": "sleep 60", "gpu_milli": 1000}),
-    )
-    .await;
-    wait_state(&app, &s.admin, &job, "running").await;
+    let (mut app, s, job, jobs_dir, _cleanup) = a_running_local_job(kind, "borrower").await;
     if let Some(d) = app.driver.take() {
         d.abort();
         let _ = d.await;

@@ -141,7 +141,11 @@ impl TestApp {
     }
 
     pub async fn with_config(kind: Kind, config: Config) -> TestApp {
-        let db = TestDb::new(kind).await;
+        TestApp::serving(TestDb::new(kind).await, config)
+    }
+
+    /// The app over `db` with `config`, no scheduler running.
+    fn serving(db: TestDb, config: Config) -> TestApp {
         let state = switchyard::state(db.store.clone(), config);
         let router = switchyard::routes::app(state.clone());
         TestApp {
@@ -164,33 +168,16 @@ impl TestApp {
 
     /// An app with these settings changed from the test defaults.
     pub async fn with_settings(kind: Kind, change: impl FnOnce(&mut Config)) -> TestApp {
-        let db = TestDb::new(kind).await;
         let mut config = test_config();
         change(&mut config);
-        let state = switchyard::state(db.store.clone(), config);
-        let router = switchyard::routes::app(state.clone());
-        TestApp {
-            db,
-            router,
-            state,
-            driver: None,
-            jobs_dir: None,
-        }
+        TestApp::with_config(kind, config).await
     }
 
-    /// An app whose clock stands still until the test moves it (`app.clock().advance(ms)`).
+    /// An app whose clock stands still until the test moves it (`app.advance_clock(ms)`).
     pub async fn with_manual_clock(kind: Kind) -> TestApp {
         let mut db = TestDb::new(kind).await;
         db.store.clock = Clock::manual(START_MS);
-        let state = switchyard::state(db.store.clone(), test_config());
-        let router = switchyard::routes::app(state.clone());
-        TestApp {
-            db,
-            router,
-            state,
-            driver: None,
-            jobs_dir: None,
-        }
+        TestApp::serving(db, test_config())
     }
 
     /// Moves the app's manual clock (the one the app and its scheduler read) forward.

@@ -234,7 +234,7 @@ pub(crate) async fn load(
         }
         jobs.push(j);
     }
-    reclaims(store, &jobs, &mut snap).await?;
+    reclaims(store, now, &jobs, &mut snap).await?;
     Ok(Loaded {
         snap,
         pool_ids,
@@ -250,16 +250,25 @@ pub(crate) async fn load(
 /// Who waits on whom: for each waiting job with preemptions in its favour since it was last
 /// queued, its victims that are still stopping (`preempted_for_job`), or, when all of them
 /// have stopped, the job itself (`reclaimed_for`: what they freed is its to take first).
+/// How far back a cycle looks for preemptions made for waiting jobs.
+const RECLAIM_WINDOW_MS: i64 = 3_600_000;
+
 async fn reclaims(
     store: &Store,
+    now: i64,
     jobs: &[LiveJob],
     snap: &mut core::Snapshot,
 ) -> Result<(), sqlx::Error> {
+    // Driven from the preemptions of the last hour (CROSS JOIN keeps SQLite from starting at
+    // the waiting jobs instead). Older ones only lose these refinements: their victims still
+    // hold their node for the group, as `preempted_for` says.
     let rows = sqlx::query(
         "SELECT p.for_job_id, p.victim_job_id, v.state AS victim_state
-         FROM preemptions p JOIN jobs f ON f.id = p.for_job_id JOIN jobs v ON v.id = p.victim_job_id
-         WHERE f.state = 'queued' AND p.at >= f.queued_at",
+         FROM preemptions p CROSS JOIN jobs f CROSS JOIN jobs v
+         WHERE p.at >= $1 AND f.id = p.for_job_id AND v.id = p.victim_job_id
+           AND f.state = 'queued' AND p.at >= f.queued_at",
     )
+    .bind(now - RECLAIM_WINDOW_MS)
     .fetch_all(&store.pool)
     .await?;
     if rows.is_empty() {

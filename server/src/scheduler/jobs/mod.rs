@@ -20,7 +20,7 @@ use app::model::*;
 use crate::audit;
 use crate::http::error::{ApiResult, AppError};
 use crate::http::require;
-use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Store, WriteTx};
+use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
 mod submit;
 pub use submit::*;
@@ -227,7 +227,27 @@ pub async fn job_detail(store: &Store, p: &Principal, id: &str) -> ApiResult<Job
 /// Aborts a job: a queued one at once; a running one is stopped by the driver (its abort
 /// callback runs first) and becomes `aborted` when the executor confirms.
 pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -> ApiResult<Job> {
-    let job = get_job(store, p, id).await?;
+    let mut job = get_job(store, p, id).await?;
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    // The state as of this transaction (the scheduler may have moved the job since the read
+    // above, e.g. admitted it): writes are serialised (SQLite's lock, PostgreSQL's row lock),
+    // so it cannot change again before the update.
+    let lock = if store.dialect == Dialect::Postgres {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let row = sqlx::query(&format!(
+        "SELECT state, stop_reason FROM jobs WHERE tenant_id = $1 AND id = $2{lock}"
+    ))
+    .bind(p.tenant_id())
+    .bind(id)
+    .fetch_optional(&mut *tx.tx)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    job.state = text_enum(&row, "state")?;
+    job.stop_reason = opt_text_enum(&row, "stop_reason")?;
     if job.state.is_terminal() {
         return Err(
             AppError::Conflict(format!("The job has already ended ({})", job.state)).into(),
@@ -236,8 +256,6 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
     if job.stop_reason == Some(StopReason::Abort) {
         return Err(AppError::Conflict("The job is already being aborted".into()).into());
     }
-    let now = store.now();
-    let mut tx = store.begin_write().await?;
     let to = if matches!(job.state, JobState::Queued | JobState::Admitted) {
         JobState::Aborted
     } else {

@@ -84,6 +84,39 @@ pub struct Stats {
     pub admitted: AtomicU64,
     pub preempted: AtomicU64,
     pub events: AtomicU64,
+    /// The durations of the last [`RECENT_CYCLES`] cycles (snapshot, core, commit, launch
+    /// and stops), oldest first.
+    recent_cycles_us: std::sync::Mutex<std::collections::VecDeque<u64>>,
+}
+
+/// How many cycle durations [`Stats`] keeps.
+pub const RECENT_CYCLES: usize = 1024;
+
+impl Stats {
+    fn record_cycle(&self, us: u64) {
+        self.cycles.fetch_add(1, Ordering::Relaxed);
+        self.last_cycle_us.store(us, Ordering::Relaxed);
+        if let Ok(mut r) = self.recent_cycles_us.lock() {
+            if r.len() == RECENT_CYCLES {
+                r.pop_front();
+            }
+            r.push_back(us);
+        }
+    }
+
+    /// The durations of the recent cycles in microseconds, oldest first; `clear` forgets them.
+    pub fn recent_cycles_us(&self, clear: bool) -> Vec<u64> {
+        match self.recent_cycles_us.lock() {
+            Ok(mut r) => {
+                let out = r.iter().copied().collect();
+                if clear {
+                    r.clear();
+                }
+                out
+            }
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 impl SchedulerHandle {
@@ -403,9 +436,7 @@ impl Driver {
                 .await;
         }
         let st = &self.handle.stats;
-        st.cycles.fetch_add(1, Ordering::Relaxed);
-        st.last_cycle_us
-            .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+        st.record_cycle(t0.elapsed().as_micros() as u64);
         st.admitted
             .fetch_add(decisions.admits.len() as u64, Ordering::Relaxed);
         st.preempted

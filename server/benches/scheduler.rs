@@ -50,6 +50,7 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             limit: per_group * 3,
             over_quota_weight: 1 + (g % 3) as u32,
             over_quota_allowed: true,
+            ..Default::default()
         })
         .collect();
     let queues: Vec<Queue> = (0..groups)
@@ -57,6 +58,7 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             group: g as u32,
             pools: if g % 2 == 0 { vec![0, 1] } else { vec![1, 0] },
             over_quota: true,
+            ..Default::default()
         })
         .collect();
     // Fill the cluster: the first tenth of the groups borrow everything (over-quota), one GPU
@@ -82,6 +84,7 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
                     started_at: -3_600_000 + id as i64,
                     preempted_for: None,
                     preempted_for_job: None,
+                    ..Default::default()
                 });
                 id += 1;
             }
@@ -99,6 +102,7 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             memory_mb: 0,
             submitted_at: i as i64,
             waiting_since: i as i64,
+            ..Default::default()
         })
         .collect();
     Snapshot {

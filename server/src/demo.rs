@@ -419,6 +419,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
                 pools,
                 over_quota: borrow,
                 classes: None,
+                min_runtime_ms: None,
             },
         )
         .await

@@ -224,6 +224,7 @@ pub async fn create_queue_form(
             pools,
             over_quota: over_quota.is_some(),
             classes: None,
+            min_runtime_ms: None,
         };
         c.backend.create_queue(&c.principal, &c.meta, input).await
     })

@@ -102,6 +102,8 @@ pub struct Queue {
     pub pools: Vec<String>,
     pub over_quota: bool,
     pub classes: Vec<PriorityClass>,
+    /// How long its jobs run before they may be preempted; `None`: the server's default.
+    pub min_runtime_ms: Option<i64>,
     pub created_at: i64,
 }
 
@@ -162,6 +164,44 @@ pub struct JobEvent {
 pub struct JobDetail {
     pub job: Job,
     pub events: Vec<JobEvent>,
+    /// For a queued job: where it stands, and what it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// Why a queued job waits, beyond its wait reason: its place in its queue, its group's use
+/// against its reservation, limit and fair share, who borrows on its queue's pools, and the
+/// jobs being stopped for it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Waiting {
+    /// 1 = the next of its queue to be considered (priority, then submit time).
+    pub position: i64,
+    /// Jobs waiting in its queue, itself included.
+    pub queue_waiting: i64,
+    /// The milli-GPUs it waits for.
+    pub gpu_milli: i64,
+    pub group_name: String,
+    /// What its group runs now (milli-GPUs), and of that beyond its reservation.
+    pub group_used_milli: i64,
+    pub group_over_quota_milli: i64,
+    pub group_reservation_milli: i64,
+    pub group_limit_milli: i64,
+    /// The group's weighted fair share of the GPUs beyond all reservations (what it may
+    /// borrow, and reclaim from groups above theirs).
+    pub group_fair_share_milli: i64,
+    /// Groups running over-quota jobs on its queue's pools (another tenant's shown as
+    /// "another organization"), with how much they borrow.
+    pub borrowers: Vec<Borrower>,
+    /// Jobs being stopped to make room for it (another tenant's shown without a name).
+    pub victims: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Borrower {
+    pub group_name: String,
+    pub gpu_milli: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -344,6 +384,12 @@ pub struct CreateQueue {
     #[serde(default)]
     #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
     pub classes: Option<Vec<PriorityClass>>,
+    /// How long its jobs run before they may be preempted (0 to 604800000, 7 days); absent:
+    /// the server's default. A job preempted before is protected once more per earlier
+    /// preemption, up to four times as long.
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 604800000))]
+    pub min_runtime_ms: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

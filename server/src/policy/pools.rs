@@ -31,12 +31,15 @@ pub async fn list_pools(store: &Store, p: &Principal) -> ApiResult<Vec<Pool>> {
 }
 
 /// A pool's shape as far as "can this job ever fit on one node" needs it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolFit {
     /// The most GPUs on one node.
     pub max_gpus: i64,
     /// The largest GPU memory among nodes that have GPUs.
     pub max_gpu_memory_mb: i64,
+    /// The distinct node shapes, read only when a job asks for CPU or host memory (a job must
+    /// find GPUs, CPU and memory on one node together).
+    pub shapes: Option<Vec<PoolNode>>,
 }
 
 impl PoolFit {
@@ -48,35 +51,67 @@ impl PoolFit {
                 .map(|n| n.gpu_memory_mb as i64)
                 .max()
                 .unwrap_or(0),
+            shapes: None,
         }
     }
 
-    /// Whether a job of `gpu_milli` (with a per-device memory floor for fractions) fits on
-    /// one node. Gangs across nodes are not scheduled.
-    pub fn fits(&self, gpu_milli: i64, gpu_memory_mb: i64) -> bool {
-        if gpu_milli < 1000 {
-            self.max_gpus > 0 && (gpu_memory_mb == 0 || gpu_memory_mb <= self.max_gpu_memory_mb)
-        } else {
-            gpu_milli <= self.max_gpus * 1000
+    /// Whether a job of `gpu_milli` (with a per-device memory floor for fractions, and the
+    /// CPU and host memory of its profile) fits on one node. Gangs across nodes are not
+    /// scheduled. A node that declares no CPU or memory (0) is not checked for it.
+    pub fn fits(&self, gpu_milli: i64, gpu_memory_mb: i64, cpu_milli: i64, memory_mb: i64) -> bool {
+        let gpus_fit = |gpus: i64, mem: i64| {
+            if gpu_milli < 1000 {
+                gpus > 0 && (gpu_memory_mb == 0 || gpu_memory_mb <= mem)
+            } else {
+                gpu_milli <= gpus * 1000
+            }
+        };
+        match &self.shapes {
+            Some(shapes) if cpu_milli > 0 || memory_mb > 0 => shapes.iter().any(|n| {
+                gpus_fit(n.gpus as i64, n.gpu_memory_mb as i64)
+                    && (n.cpu_cores == 0 || cpu_milli <= n.cpu_cores as i64 * 1000)
+                    && (n.memory_mb == 0 || memory_mb as u64 <= n.memory_mb)
+            }),
+            _ => gpus_fit(self.max_gpus, self.max_gpu_memory_mb),
         }
     }
 }
 
-/// The shapes of those of `ids` the tenant may use (from the row, without its node list).
-pub async fn pool_fits(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<PoolFit>> {
+/// The shapes of those of `ids` the tenant may use (from the row; the node list only when
+/// `host` asks for CPU or memory to be checked too).
+pub async fn pool_fits(
+    store: &Store,
+    p: &Principal,
+    ids: &[String],
+    host: bool,
+) -> ApiResult<Vec<PoolFit>> {
     let mut out = Vec::with_capacity(ids.len());
+    let nodes = if host { "nodes" } else { "NULL AS nodes" };
     for id in ids {
-        let row = sqlx::query(
-            "SELECT fit_gpus, fit_gpu_memory_mb FROM pools WHERE id = $1 AND (owner_tenant_id IS NULL OR owner_tenant_id = $2)",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT fit_gpus, fit_gpu_memory_mb, {nodes} FROM pools WHERE id = $1 AND (owner_tenant_id IS NULL OR owner_tenant_id = $2)"
+        ))
         .bind(id)
         .bind(p.tenant_id())
         .fetch_optional(&store.pool)
         .await?;
         if let Some(r) = row {
+            let shapes = match r.try_get::<Option<String>, _>("nodes")? {
+                Some(json) => {
+                    let mut all: Vec<PoolNode> = serde_json::from_str(&json).unwrap_or_default();
+                    for n in &mut all {
+                        n.name.clear();
+                    }
+                    all.sort_by_key(|n| (n.gpus, n.gpu_memory_mb, n.cpu_cores, n.memory_mb));
+                    all.dedup();
+                    Some(all)
+                }
+                None => None,
+            };
             out.push(PoolFit {
                 max_gpus: r.try_get("fit_gpus")?,
                 max_gpu_memory_mb: r.try_get("fit_gpu_memory_mb")?,
+                shapes,
             });
         }
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-const QUEUE_SELECT: &str = "SELECT q.id, q.name, q.policy_id, pl.group_id, g.name AS group_name, q.profile_id, pr.name AS profile_name, q.pools, q.over_quota, q.classes, q.created_at
+const QUEUE_SELECT: &str = "SELECT q.id, q.name, q.policy_id, pl.group_id, g.name AS group_name, q.profile_id, pr.name AS profile_name, q.pools, q.over_quota, q.classes, q.min_runtime_ms, q.created_at
     FROM queues q JOIN policies pl ON pl.id = q.policy_id JOIN groups g ON g.id = pl.group_id JOIN profiles pr ON pr.id = q.profile_id";
 
 fn queue_from_row(r: &AnyRow) -> Result<Queue, sqlx::Error> {
@@ -16,6 +16,7 @@ fn queue_from_row(r: &AnyRow) -> Result<Queue, sqlx::Error> {
         profile_name: r.try_get("profile_name")?,
         pools: parse_json(&r.try_get::<String, _>("pools")?)?,
         over_quota: r.try_get::<i64, _>("over_quota")? != 0,
+        min_runtime_ms: r.try_get("min_runtime_ms")?,
         classes: parse_json(&r.try_get::<String, _>("classes")?)?,
         created_at: r.try_get("created_at")?,
     })
@@ -128,11 +129,18 @@ pub async fn create_queue(
             break;
         }
     }
+    v.check(
+        input
+            .min_runtime_ms
+            .is_none_or(|m| (0..=7 * 86_400_000).contains(&m)),
+        "min_runtime_ms",
+        "must be between 0 and 604800000 (7 days)",
+    );
     v.finish()?;
     let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
-    sqlx::query("INSERT INTO queues (id, tenant_id, name, policy_id, profile_id, pools, over_quota, classes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+    sqlx::query("INSERT INTO queues (id, tenant_id, name, policy_id, profile_id, pools, over_quota, classes, min_runtime_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
         .bind(&id)
         .bind(p.tenant_id())
         .bind(&name)
@@ -141,6 +149,7 @@ pub async fn create_queue(
         .bind(serde_json::to_string(&input.pools).unwrap_or_default())
         .bind(flag(input.over_quota))
         .bind(serde_json::to_string(&classes).unwrap_or_default())
+        .bind(input.min_runtime_ms)
         .bind(now)
         .execute(&mut *tx.tx)
         .await
@@ -154,7 +163,7 @@ pub async fn create_queue(
         "queue.create",
         "queue",
         &id,
-        json!({"name": name, "group": policy.map(|x| x.group_name), "profile": profile.map(|x| x.name), "pools": pool_names, "over_quota": input.over_quota}),
+        json!({"name": name, "group": policy.map(|x| x.group_name), "profile": profile.map(|x| x.name), "pools": pool_names, "over_quota": input.over_quota, "min_runtime_ms": input.min_runtime_ms}),
     )
     .await?;
     tx.wake_scheduler();

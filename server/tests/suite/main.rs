@@ -11,6 +11,7 @@ mod conformance;
 mod crash;
 mod directory;
 mod driver_faults;
+mod fairness;
 mod in_use;
 mod input;
 mod isolation;

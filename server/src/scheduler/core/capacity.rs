@@ -19,7 +19,12 @@ pub(crate) struct PoolState {
     held: Vec<Vec<Holder>>,
     /// Free milli-GPUs over all devices.
     free_total: u64,
+    /// Free CPU (milli-cores) and host memory (MiB) per node; undeclared ones never run out.
+    host_free: Vec<(i64, i64)>,
 }
+
+/// The free amount of a node resource that was not declared: more than any job asks.
+const UNDECLARED: i64 = i64::MAX / 4;
 
 /// Who a held node is kept for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +111,14 @@ impl PoolState {
                 .map(|n| n.devices.len() as u64)
                 .sum::<u64>()
                 * WHOLE as u64,
+            host_free: pool
+                .nodes
+                .iter()
+                .map(|n| {
+                    let declared = |v: u32| if v == 0 { UNDECLARED } else { v as i64 };
+                    (declared(n.cpu_milli), declared(n.ram_mb))
+                })
+                .collect(),
         };
         for (i, n) in pool.nodes.iter().enumerate() {
             let k = n.devices.len();
@@ -200,7 +213,19 @@ impl PoolState {
         }
     }
 
-    pub(crate) fn apply(&mut self, p: &Placement, memory_mb: u32, sign: i64) {
+    /// Whether the node has the CPU and host memory a job asks for.
+    pub(crate) fn host_fits(&self, node: usize, d: &Demand) -> bool {
+        let (cpu, ram) = self.host_free[node];
+        cpu >= d.cpu_milli as i64 && ram >= d.ram_mb as i64
+    }
+
+    /// Takes (`sign` 1) or gives back (`sign` -1) what a job holds at `p`.
+    pub(crate) fn apply(&mut self, p: &Placement, d: &Demand, sign: i64) {
+        let memory_mb = d.memory_mb;
+        if let Some(h) = self.host_free.get_mut(p.node as usize) {
+            h.0 -= sign * d.cpu_milli as i64;
+            h.1 -= sign * d.ram_mb as i64;
+        }
         for &(dev, m) in &p.slices {
             // A fraction holds the memory it asked for, or with 0 its share of the device's
             // (as the fit check counts it): never nothing.
@@ -232,11 +257,11 @@ impl PoolState {
         &self,
         pool: u32,
         n: usize,
-        gpus: MilliGpu,
-        memory_mb: u32,
+        d: &Demand,
         asker: Asker,
     ) -> Option<Placement> {
-        if !asker.may_use(&self.held[n]) {
+        let (gpus, memory_mb) = (d.gpus, d.memory_mb);
+        if !asker.may_use(&self.held[n]) || !self.host_fits(n, d) {
             return None;
         }
         if gpus < WHOLE {
@@ -268,13 +293,8 @@ impl PoolState {
     }
 
     /// Finds room for a job without changing anything.
-    pub(crate) fn find(
-        &self,
-        pool: u32,
-        gpus: MilliGpu,
-        memory_mb: u32,
-        asker: Asker,
-    ) -> Option<Placement> {
+    pub(crate) fn find(&self, pool: u32, dm: &Demand, asker: Asker) -> Option<Placement> {
+        let (gpus, memory_mb) = (dm.gpus, dm.memory_mb);
         if gpus == 0 {
             return None;
         }
@@ -284,6 +304,7 @@ impl PoolState {
                 for &(n, d) in &self.by_level[lv] {
                     let (n, d) = (n as usize, d as usize);
                     if asker.may_use(&self.held[n])
+                        && self.host_fits(n, dm)
                         && self.free[n][d] >= gpus
                         && self.free_mem[n][d] >= self.memory_for(n, d, gpus, memory_mb)
                     {
@@ -298,7 +319,7 @@ impl PoolState {
             for k in 1..self.by_whole.len() {
                 for &n in &self.by_whole[k] {
                     let n = n as usize;
-                    if !asker.may_use(&self.held[n]) {
+                    if !asker.may_use(&self.held[n]) || !self.host_fits(n, dm) {
                         continue;
                     }
                     if let Some(d) = (0..self.free[n].len()).find(|&d| {
@@ -323,7 +344,7 @@ impl PoolState {
             self.by_whole[c]
                 .iter()
                 .copied()
-                .find(|&n| asker.may_use(&self.held[n as usize]))
+                .find(|&n| asker.may_use(&self.held[n as usize]) && self.host_fits(n as usize, dm))
         })? as usize;
         let slices = (0..self.free[n].len())
             .filter(|&d| self.free[n][d] == WHOLE)
@@ -334,6 +355,51 @@ impl PoolState {
             pool,
             node: n as u32,
             slices,
+        })
+    }
+
+    /// What keeps a job from fitting in this pool now, from the closest miss: a node (or
+    /// device) with the GPUs but held for another job, short of CPU or host memory, or a
+    /// device short of GPU memory; else GPUs free in all but not together; else too few GPUs.
+    pub(crate) fn short(&self, dm: &Demand, asker: Asker) -> Short {
+        let mut best: Option<Short> = None;
+        let mut note = |s: Short| {
+            if best.is_none_or(|b| s.closeness() > b.closeness()) {
+                best = Some(s);
+            }
+        };
+        for n in 0..self.free.len() {
+            let gpu_room = if dm.gpus < WHOLE {
+                let mut room = false;
+                for d in 0..self.free[n].len() {
+                    if self.free[n][d] >= dm.gpus {
+                        if self.free_mem[n][d] >= self.memory_for(n, d, dm.gpus, dm.memory_mb) {
+                            room = true;
+                        } else {
+                            note(Short::GpuMemory);
+                        }
+                    }
+                }
+                room
+            } else {
+                self.whole_free(n) as u64 * WHOLE as u64 >= dm.gpus as u64
+            };
+            if !gpu_room {
+                continue;
+            }
+            let (cpu, ram) = self.host_free[n];
+            if cpu < dm.cpu_milli as i64 {
+                note(Short::Cpu);
+            } else if ram < dm.ram_mb as i64 {
+                note(Short::HostMemory);
+            } else if !asker.may_use(&self.held[n]) {
+                note(Short::Held);
+            }
+        }
+        best.unwrap_or(if self.free_total >= dm.gpus as u64 {
+            Short::Fragmented
+        } else {
+            Short::Gpus
         })
     }
 }

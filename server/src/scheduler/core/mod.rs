@@ -2,7 +2,9 @@
 //! (`now` is in the snapshot). GPU amounts are milli-GPUs (1000 = one GPU) everywhere.
 //!
 //! # Semantics
-//! A cycle runs three phases over the pending jobs, each in (priority desc, submitted asc) order:
+//! A cycle runs its phases over the pending jobs in one order: each tenant's jobs by (priority
+//! desc, submitted asc), and the tenants' lists merged by the submit time of their next job, so
+//! that priorities compare only within a tenant ([`pending_order`]).
 //!
 //! 1. **In-quota**: a job whose group stays within its *reservation* (and its limit) is placed
 //!    if it fits on its queue's pools, tried in order (later pools are spillover).
@@ -20,6 +22,23 @@
 //!    victim is a candidate again in the next cycle. Capacity already being freed for the
 //!    group by earlier preemptions counts first, so a starving job waiting for its victims to
 //!    stop never triggers a second round.
+//!
+//! 4. **Fair share**: a borrower that found no idle capacity, of a group whose over-quota use
+//!    would stay within its *weighted fair share* with it (the capacity beyond all reservations
+//!    split by over-quota weight among the groups that borrow or want to), may take back from
+//!    groups above their share, as in phase 3, but only victims whose group stays at or above
+//!    its own share once they stop. That is the hysteresis: after a claim the claimant is at or
+//!    below its share and the victim's group at or above it, so neither can claim the same
+//!    capacity back, and no capacity moves back and forth. Weight 0 means no borrowing.
+//!
+//! A running job is protected from preemption for its queue's minimum runtime (or the
+//! snapshot's default), once more for each time it was preempted before, up to four times as
+//! long ([`protected_until`]).
+//!
+//! A waiting job that fits nowhere is told what it lacks ([`Short`]): the closest miss among
+//! nodes with enough GPUs (held for another job, CPU, host memory, GPU memory), or GPUs free but
+//! not together, or too few GPUs; and, when borrowers could be reclaimed but are protected,
+//! when the first protection ends.
 //!
 //! A running job is *in-quota* when it falls within its group's reservation, counting the
 //! group's jobs in (non-preemptible first, priority desc, started asc) order; the rest are
@@ -52,156 +71,17 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 mod capacity;
+mod diagnosis;
+mod model;
 mod reclaim;
+mod rules;
 
 use capacity::{Asker, Holder, PoolState};
-use reclaim::reclaim;
-
-pub type MilliGpu = u32;
-pub const WHOLE: MilliGpu = app::model::WHOLE_GPU_MILLI as MilliGpu;
-
-#[derive(Clone, Debug)]
-pub struct Device {
-    pub memory_mb: u32,
-}
-
-#[derive(Clone, Debug)]
-pub struct Node {
-    pub devices: Vec<Device>,
-}
-
-#[derive(Clone, Debug)]
-pub struct Pool {
-    pub nodes: Vec<Node>,
-}
-
-#[derive(Clone, Debug)]
-pub struct GroupPolicy {
-    /// Guaranteed milli-GPUs.
-    pub reservation: MilliGpu,
-    /// Hard cap in milli-GPUs.
-    pub limit: MilliGpu,
-    pub over_quota_weight: u32,
-    pub over_quota_allowed: bool,
-}
-
-#[derive(Clone, Debug)]
-pub struct Queue {
-    pub group: u32,
-    /// Pool indices in order; the later ones are spillover.
-    pub pools: Vec<u32>,
-    pub over_quota: bool,
-}
-
-/// Where a job runs: one node, and the milli-GPUs it holds on each of its devices.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placement {
-    pub pool: u32,
-    pub node: u32,
-    pub slices: Vec<(u32, MilliGpu)>,
-}
-
-#[derive(Clone, Debug)]
-pub struct RunningJob {
-    pub id: u64,
-    pub queue: u32,
-    pub priority: i32,
-    pub preemptible: bool,
-    pub gpus: MilliGpu,
-    /// GPU memory held per device (fractions), MiB.
-    pub memory_mb: u32,
-    pub placement: Placement,
-    pub started_at: i64,
-    /// Already being preempted to give its group's capacity back to this group.
-    pub preempted_for: Option<u32>,
-    /// The job it is being preempted for, when known.
-    pub preempted_for_job: Option<u64>,
-}
-
-#[derive(Clone, Debug)]
-pub struct PendingJob {
-    pub id: u64,
-    pub queue: u32,
-    pub priority: i32,
-    pub preemptible: bool,
-    /// The user may exceed the group's reservation.
-    pub may_exceed: bool,
-    pub gpus: MilliGpu,
-    /// GPU memory needed on its device, MiB (fractions); 0 = proportional to the fraction.
-    pub memory_mb: u32,
-    pub submitted_at: i64,
-    /// When it last entered the queue (its submit, or its requeue after a preemption): how
-    /// long it has waited counts from here.
-    pub waiting_since: i64,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    pub now: i64,
-    pub min_runtime_ms: i64,
-    /// An in-quota job of whole GPUs that has waited this long for room gets a node held for
-    /// it (see "Starvation" in the module docs); `None`: never.
-    pub hold_after_ms: Option<i64>,
-    /// Pending jobs whose victims have all stopped: the capacity they freed is theirs, so
-    /// these are placed first (before holds and the in-quota order).
-    pub reclaimed_for: Vec<u64>,
-    pub pools: Vec<Pool>,
-    pub groups: Vec<GroupPolicy>,
-    pub queues: Vec<Queue>,
-    pub running: Vec<RunningJob>,
-    pub pending: Vec<PendingJob>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Admit {
-    pub job: u64,
-    pub placement: Placement,
-    pub over_quota: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Preempt {
-    pub victim: u64,
-    pub victim_group: u32,
-    pub for_job: u64,
-    pub for_group: u32,
-}
-
-/// Why a pending job was not admitted this cycle.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WaitReason {
-    /// Admitting it would exceed the group's limit.
-    OverLimit { used: MilliGpu, limit: MilliGpu },
-    /// The group is at its reservation and this job may not borrow.
-    QuotaExhausted {
-        used: MilliGpu,
-        reservation: MilliGpu,
-    },
-    /// Within quota, but no node of its pools has room; reclaimable capacity is not enough.
-    NoCapacity,
-    /// Capacity is being reclaimed for it from these over-quota jobs.
-    WaitingForPreemption { victims: Vec<u64> },
-    /// It waited past the hold threshold: a node is held for it (nothing new starts there)
-    /// and has `free` of the `needed` whole GPUs free so far.
-    CapacityHeld { free: MilliGpu, needed: MilliGpu },
-    /// Its group's job `job` waited past the hold threshold, and the group's jobs behind it
-    /// wait until it has started.
-    BehindHeldJob { job: u64 },
-    /// Borrowing, but idle capacity went to groups with a smaller fair share, or none is idle.
-    NoIdleCapacity,
-    /// The request can never be placed (larger than any node, bad amount, unknown queue).
-    Unschedulable,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Decisions {
-    pub admits: Vec<Admit>,
-    pub preempts: Vec<Preempt>,
-    pub waiting: Vec<(u64, WaitReason)>,
-    /// Nodes held this cycle for starving jobs: (job, pool, node, owed: within its group's
-    /// reservation, so even other groups' in-quota jobs keep off).
-    pub held: Vec<(u64, u32, u32, bool)>,
-}
+use diagnosis::{never_fits, Diagnosis};
+pub use model::*;
+use reclaim::{reclaim, Claim};
+use rules::{fair_shares, may_borrow};
+pub use rules::{over_quota_jobs, pending_order, protected_until};
 
 // ---- the cycle ------------------------------------------------------------------------------
 
@@ -231,7 +111,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
     // Current allocations.
     for r in &s.running {
         if let Some(p) = pools.get_mut(r.placement.pool as usize) {
-            p.apply(&r.placement, r.memory_mb, 1);
+            p.apply(&r.placement, &r.demand(), 1);
         }
         if let Some(g) = group_of(r.queue) {
             groups[g].used += r.gpus;
@@ -241,14 +121,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
         st.share_num = over(st.used, s.groups[g].reservation) as u64;
     }
 
-    let mut order: Vec<usize> = (0..s.pending.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (&s.pending[a], &s.pending[b]);
-        y.priority
-            .cmp(&x.priority)
-            .then(x.submitted_at.cmp(&y.submitted_at))
-            .then(x.id.cmp(&y.id))
-    });
+    let order = pending_order(s);
 
     let mut out = Decisions::default();
     let mut reason: Vec<Option<WaitReason>> = vec![None; s.pending.len()];
@@ -265,7 +138,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
         q.pools.iter().find_map(|&p| {
             pools
                 .get(p as usize)
-                .and_then(|ps| ps.find(p, job.gpus, job.memory_mb, asker))
+                .and_then(|ps| ps.find(p, &job.demand(), asker))
         })
     };
     // Nodes where victims are still stopping are kept for the group they stop for: what they
@@ -295,17 +168,19 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 continue;
             };
             let g = q.group as usize;
-            if !reclaimed.contains(&job.id) || groups[g].used + job.gpus > s.groups[g].reservation {
+            if !reclaimed.contains(&job.id) || groups[g].used + job.gpus > s.groups[g].limit {
                 continue;
             }
-            if let Some(pl) = place(&pools, q, job, true) {
+            // Reclaimed for its reservation, or (beyond it) for its group's fair share.
+            let over_quota = groups[g].used + job.gpus > s.groups[g].reservation;
+            if let Some(pl) = place(&pools, q, job, !over_quota) {
                 admit(
                     &mut pools[pl.pool as usize],
                     &mut groups[g],
                     &mut out,
                     job,
                     pl,
-                    false,
+                    over_quota,
                 );
                 done[i] = true;
             }
@@ -398,7 +273,27 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             }
             continue;
         }
-        if may_borrow(q, policy, job) {
+        if let Some(victims) = stopping_for.get(&job.id) {
+            // A borrower below its fair share whose victims are still stopping: it starts if
+            // room turned up elsewhere, or waits for them (no second round); either way the
+            // capacity stays counted for its group.
+            match place(&pools, q, job, false) {
+                Some(pl) => admit(
+                    &mut pools[pl.pool as usize],
+                    &mut groups[g],
+                    &mut out,
+                    job,
+                    pl,
+                    true,
+                ),
+                None => {
+                    groups[g].used += job.gpus;
+                    reason[i] = Some(WaitReason::WaitingForPreemption {
+                        victims: victims.clone(),
+                    });
+                }
+            }
+        } else if may_borrow(q, policy, job) {
             borrowers[g].push(i);
         } else {
             reason[i] = Some(WaitReason::QuotaExhausted {
@@ -410,11 +305,19 @@ pub fn schedule(s: &Snapshot) -> Decisions {
 
     // Phase 3 first for capacity ordering: reclaim for starving in-quota jobs before lending
     // idle capacity out again (the reclaimed devices are earmarked for them).
-    reclaim(s, &mut pools, &mut groups, &starving, &mut out, &mut reason);
+    reclaim(
+        s,
+        &mut pools,
+        &mut groups,
+        &starving,
+        Claim::Reservation,
+        &mut out,
+        &mut reason,
+    );
     for (i, free) in holds {
         if matches!(
             reason[i],
-            None | Some(WaitReason::NoCapacity) | Some(WaitReason::NoIdleCapacity)
+            None | Some(WaitReason::NoCapacity { .. }) | Some(WaitReason::NoIdleCapacity)
         ) {
             reason[i] = Some(WaitReason::CapacityHeld {
                 free,
@@ -499,14 +402,46 @@ pub fn schedule(s: &Snapshot) -> Decisions {
         }
     }
 
+    // Phase 4: borrowers of groups below their weighted fair share take back from groups
+    // above theirs.
+    let fair = fair_shares(s, &groups, &borrowers);
+    let claimants: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&i| matches!(reason[i], Some(WaitReason::NoIdleCapacity)))
+        .filter(|&i| {
+            let g = s.queues[s.pending[i].queue as usize].group as usize;
+            over(groups[g].used, s.groups[g].reservation) as u64 + s.pending[i].gpus as u64
+                <= fair[g]
+        })
+        .collect();
+    reclaim(
+        s,
+        &mut pools,
+        &mut groups,
+        &claimants,
+        Claim::FairShare(&fair),
+        &mut out,
+        &mut reason,
+    );
+
     let admitted: std::collections::HashSet<u64> = out.admits.iter().map(|a| a.job).collect();
+    let mut why = Diagnosis::default();
     for &i in &order {
         let id = s.pending[i].id;
         if admitted.contains(&id) {
             continue;
         }
-        out.waiting
-            .push((id, reason[i].clone().unwrap_or(WaitReason::NoCapacity)));
+        let r = match reason[i].take() {
+            None | Some(WaitReason::NoCapacity { .. }) if never_fits(s, &s.pending[i]) => {
+                WaitReason::Unschedulable
+            }
+            None | Some(WaitReason::NoCapacity { .. }) => WaitReason::NoCapacity {
+                short: why.short(s, &pools, &s.pending[i]),
+            },
+            Some(r) => r,
+        };
+        out.waiting.push((id, r));
     }
     out
 }
@@ -520,23 +455,13 @@ fn admit(
     pl: Placement,
     over_quota: bool,
 ) {
-    pool.apply(&pl, job.memory_mb, 1);
+    pool.apply(&pl, &job.demand(), 1);
     group.used += job.gpus;
     out.admits.push(Admit {
         job: job.id,
         placement: pl,
         over_quota,
     });
-}
-
-/// Whether a job beyond its group's reservation may borrow idle capacity: its queue, group,
-/// user and priority class allow it, and the group's over-quota weight is not 0.
-fn may_borrow(q: &Queue, policy: &GroupPolicy, job: &PendingJob) -> bool {
-    q.over_quota
-        && policy.over_quota_allowed
-        && job.may_exceed
-        && job.preemptible
-        && policy.over_quota_weight > 0
 }
 
 /// Holds, for a starving job, the node of its queue's pools closest to fitting it; returns
@@ -568,30 +493,4 @@ fn hold_for(
         },
     );
     Some((pool, node, free as MilliGpu * WHOLE))
-}
-
-/// Which running jobs are over-quota, per the in-quota ordering in the module docs.
-pub fn over_quota_jobs(s: &Snapshot) -> Vec<bool> {
-    let mut idx: Vec<usize> = (0..s.running.len()).collect();
-    idx.sort_by(|&a, &b| {
-        let (x, y) = (&s.running[a], &s.running[b]);
-        y.preemptible
-            .cmp(&x.preemptible)
-            .reverse()
-            .then(y.priority.cmp(&x.priority))
-            .then(x.started_at.cmp(&y.started_at))
-            .then(x.id.cmp(&y.id))
-    });
-    let mut used = vec![0u32; s.groups.len()];
-    let mut over_flags = vec![false; s.running.len()];
-    for i in idx {
-        let r = &s.running[i];
-        let Some(q) = s.queues.get(r.queue as usize) else {
-            continue;
-        };
-        let g = q.group as usize;
-        used[g] += r.gpus;
-        over_flags[i] = used[g] > s.groups[g].reservation;
-    }
-    over_flags
 }

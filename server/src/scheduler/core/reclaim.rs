@@ -1,5 +1,6 @@
 //! Phase 3: an in-quota job that did not fit takes capacity back from over-quota jobs of other
-//! groups (see the module documentation of `core` for the order of victims).
+//! groups (see the module documentation of `core` for the order of victims). Phase 4 uses the
+//! same steps for borrowers of groups below their weighted fair share (see "Fair share").
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -7,11 +8,22 @@ use std::collections::BinaryHeap;
 use super::capacity::{Asker, Holder, PoolState};
 use super::*;
 
+/// Which claims a reclaim round serves.
+#[derive(Clone, Copy)]
+pub(super) enum Claim<'a> {
+    /// In-quota jobs: any over-quota job of another group may be a victim.
+    Reservation,
+    /// Borrowers of groups below their fair share (`fair`, over-quota milli-GPUs per group):
+    /// a victim's group must stay at or above its own share once the victim has stopped.
+    FairShare(&'a [u64]),
+}
+
 pub(super) fn reclaim(
     s: &Snapshot,
     pools: &mut [PoolState],
     groups: &mut [GroupState],
     starving: &[usize],
+    claim: Claim,
     out: &mut Decisions,
     reason: &mut [Option<WaitReason>],
 ) {
@@ -48,7 +60,7 @@ pub(super) fn reclaim(
         if over_flags[i]
             && r.preemptible
             && r.preempted_for.is_none()
-            && s.now - r.started_at >= s.min_runtime_ms
+            && s.now >= protected_until(s, r)
         {
             lists[group_of(r.queue)].push(i);
             reclaimable[r.placement.pool as usize] += r.gpus as u64;
@@ -106,7 +118,15 @@ pub(super) fn reclaim(
         let g = q.group as usize;
         // Later jobs of its group (backfill) may have taken what was left of the reservation
         // in this cycle: then it is no longer owed capacity, and nothing is preempted for it.
-        if groups[g].used + job.gpus > s.groups[g].reservation
+        let in_quota = matches!(claim, Claim::Reservation);
+        if let Claim::FairShare(fair) = claim {
+            // Earlier claims of its group in this cycle may have brought it to its share.
+            if over(groups[g].used, s.groups[g].reservation) as u64 + job.gpus as u64 > fair[g] {
+                continue;
+            }
+        }
+        if in_quota
+            && groups[g].used + job.gpus > s.groups[g].reservation
             && !inflight_job.contains_key(&job.id)
         {
             reason[i] = Some(WaitReason::QuotaExhausted {
@@ -138,13 +158,15 @@ pub(super) fn reclaim(
         let fails_early = available < job.gpus as u64
             || failed.iter().any(|(p, k)| p == &q.pools && job.gpus >= *k);
         if fails_early {
-            reason[i] = Some(WaitReason::NoCapacity);
+            if in_quota {
+                reason[i] = Some(NO_CAPACITY);
+            }
             continue;
         }
         let asker = Asker {
             job: job.id,
             group: g as u32,
-            in_quota: true,
+            in_quota,
         };
         let saved_cursor = cursor.clone();
         let mut chosen: Vec<usize> = Vec::new();
@@ -166,7 +188,14 @@ pub(super) fn reclaim(
             while cursor[vg] < lists[vg].len() {
                 let v = lists[vg][cursor[vg]];
                 cursor[vg] += 1;
-                if !taken[v] && q.pools.contains(&s.running[v].placement.pool) {
+                let r = &s.running[v];
+                let keeps_share = match claim {
+                    Claim::Reservation => true,
+                    Claim::FairShare(fair) => {
+                        over(groups[vg].used - r.gpus, s.groups[vg].reservation) as u64 >= fair[vg]
+                    }
+                };
+                if !taken[v] && keeps_share && q.pools.contains(&r.placement.pool) {
                     victim = Some(v);
                     break;
                 }
@@ -178,7 +207,7 @@ pub(super) fn reclaim(
                 continue;
             };
             let r = &s.running[v];
-            pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, -1);
+            pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), -1);
             groups[vg].used -= r.gpus;
             chosen.push(v);
             if cursor[vg] < lists[vg].len() {
@@ -190,8 +219,7 @@ pub(super) fn reclaim(
             fit = ps.find_on(
                 r.placement.pool,
                 r.placement.node as usize,
-                job.gpus,
-                job.memory_mb,
+                &job.demand(),
                 asker,
             );
             if fit.is_some() {
@@ -202,7 +230,7 @@ pub(super) fn reclaim(
         let Some(mut pl) = fit else {
             for &v in &chosen {
                 let r = &s.running[v];
-                pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, 1);
+                pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), 1);
                 groups[group_of(r.queue)].used += r.gpus;
             }
             cursor = saved_cursor;
@@ -211,7 +239,9 @@ pub(super) fn reclaim(
                 heap.push(Entry { num, w, group: g2 });
             }
             failed.push((q.pools.clone(), job.gpus));
-            reason[i] = Some(WaitReason::NoCapacity);
+            if in_quota {
+                reason[i] = Some(NO_CAPACITY);
+            }
             continue;
         };
         // Drop victims that turned out unneeded (latest first): those on other nodes, then any
@@ -221,15 +251,13 @@ pub(super) fn reclaim(
             let r = &s.running[v];
             let vg = group_of(r.queue);
             let ps = &mut pools[r.placement.pool as usize];
-            ps.apply(&r.placement, r.memory_mb, 1);
+            ps.apply(&r.placement, &r.demand(), 1);
             let same_node = r.placement.pool == pl.pool && r.placement.node == pl.node;
             if same_node {
-                if let Some(p) =
-                    ps.find_on(pl.pool, pl.node as usize, job.gpus, job.memory_mb, asker)
-                {
+                if let Some(p) = ps.find_on(pl.pool, pl.node as usize, &job.demand(), asker) {
                     pl = p;
                 } else {
-                    ps.apply(&r.placement, r.memory_mb, -1);
+                    ps.apply(&r.placement, &r.demand(), -1);
                     kept.push(v);
                     continue;
                 }
@@ -250,7 +278,7 @@ pub(super) fn reclaim(
         for v in kept {
             let r = &s.running[v];
             let vg = group_of(r.queue);
-            pools[r.placement.pool as usize].apply(&r.placement, r.memory_mb, 1);
+            pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), 1);
             groups[vg].used += r.gpus;
             taken[v] = true;
             reclaimable[r.placement.pool as usize] -= r.gpus as u64;

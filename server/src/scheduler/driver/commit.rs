@@ -2,6 +2,7 @@
 //! admitted jobs: each in one transaction with its job events and audit entries.
 
 use super::*;
+use crate::scheduler::core::Short;
 
 /// One `job_events` row waiting for a multi-row insert.
 pub(super) struct EventRow {
@@ -36,13 +37,7 @@ pub(super) fn wait_words(
                 gpus(job_gpus), gpus(*reservation as i64)
             ),
         ),
-        WaitReason::NoCapacity => (
-            "no_capacity",
-            format!(
-                "Within {group}'s reservation, but no node of the queue's pools has {} GPUs free and nothing borrowed can be reclaimed yet (borrowers that started less than the minimum runtime ago are protected). It starts when capacity frees up.",
-                gpus(job_gpus)
-            ),
-        ),
+        WaitReason::NoCapacity { short } => no_room(*short, group, job_gpus),
         WaitReason::WaitingForPreemption { .. } => (
             "reclaiming",
             format!(
@@ -75,6 +70,63 @@ pub(super) fn wait_words(
             "This request cannot be placed on any node of the queue's pools.".to_string(),
         ),
     }
+}
+
+/// Why a job within its group's reservation does not fit, by what it lacks.
+fn no_room(short: Short, group: &str, job_gpus: i64) -> (&'static str, String) {
+    let n = gpus(job_gpus);
+    let (code, why) = match short {
+        Short::Gpus => (
+            "no_capacity",
+            format!("no node of the queue's pools has {n} GPUs free, and no GPUs borrowed by other groups are left to reclaim"),
+        ),
+        Short::Fragmented => (
+            "fragmented",
+            format!("enough GPUs are free across the queue's pools, but not {n} together on one node (or device); jobs on one node are not spread across nodes"),
+        ),
+        Short::GpuMemory => (
+            "gpu_memory",
+            format!("a device has {n} GPUs free, but not the GPU memory this job asks for"),
+        ),
+        Short::Cpu => (
+            "cpu",
+            format!("a node has {n} GPUs free, but not the CPU cores the queue's profile gives each job"),
+        ),
+        Short::HostMemory => (
+            "host_memory",
+            format!("a node has {n} GPUs free, but not the memory the queue's profile gives each job"),
+        ),
+        Short::Held => (
+            "held_elsewhere",
+            format!("the nodes with {n} GPUs free are held for other jobs (one that waited long, or one whose reclaimed GPUs are being freed)"),
+        ),
+        Short::Protected { until } => (
+            "protected",
+            format!("the GPUs other groups borrowed run jobs still protected by their minimum runtime; they may be reclaimed from {}", app::time::format_ms(until)),
+        ),
+    };
+    (
+        code,
+        format!("Within {group}'s reservation, but {why}. It starts when capacity frees up."),
+    )
+}
+
+type WordsKey = (u8, u32, u32, Option<Short>);
+
+/// What a wait reason's words depend on besides the group and the job's size; `None` when
+/// they name other jobs (or for a reason this does not know).
+fn words_key(r: &WaitReason) -> Option<WordsKey> {
+    Some(match r {
+        WaitReason::OverLimit { limit, .. } => (0, *limit, 0, None),
+        WaitReason::QuotaExhausted { reservation, .. } => (1, *reservation, 0, None),
+        WaitReason::NoCapacity { short } => (2, 0, 0, Some(*short)),
+        WaitReason::CapacityHeld { free, needed } => (3, *free, *needed, None),
+        WaitReason::BehindHeldJob { .. } => (4, 0, 0, None),
+        WaitReason::NoIdleCapacity => (5, 0, 0, None),
+        WaitReason::Unschedulable => (6, 0, 0, None),
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
 }
 
 /// `a`, `a and b`, `a, b, c and 4 more`.

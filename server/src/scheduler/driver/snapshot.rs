@@ -14,6 +14,9 @@ pub(crate) struct LiveJob {
     pub(crate) user_id: String,
     pub(crate) gpu_milli: i64,
     pub(crate) gpu_memory_mb: i64,
+    pub(crate) cpu_milli: i64,
+    pub(crate) memory_mb: i64,
+    pub(crate) resume_count: i64,
     pub(crate) priority: i64,
     pub(crate) preemptible: bool,
     pub(crate) state: JobState,
@@ -64,6 +67,9 @@ fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, s
         user_id: r.try_get("user_id")?,
         gpu_milli: r.try_get("gpu_milli")?,
         gpu_memory_mb: r.try_get("gpu_memory_mb")?,
+        cpu_milli: r.try_get("cpu_milli")?,
+        memory_mb: r.try_get("memory_mb")?,
+        resume_count: r.try_get("resume_count")?,
         priority: r.try_get("priority")?,
         preemptible: r.try_get::<i64, _>("preemptible")? != 0,
         state: text_enum(r, "state")?,
@@ -118,6 +124,8 @@ pub(crate) async fn load(
                             memory_mb: n.gpu_memory_mb,
                         })
                         .collect(),
+                    cpu_milli: n.cpu_cores.saturating_mul(1000),
+                    ram_mb: n.memory_mb.min(u32::MAX as u64) as u32,
                 })
                 .collect(),
         });
@@ -133,11 +141,17 @@ pub(crate) async fn load(
     .fetch_all(&store.pool)
     .await?;
     let mut policy_group = HashMap::new();
+    let mut tenant_index: HashMap<String, u32> = HashMap::new();
     let mut groups = Vec::new();
     for r in &policy_rows {
         let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
         policy_group.insert(r.try_get::<String, _>("id")?, groups.len() as u32);
+        let next = tenant_index.len() as u32;
+        let tenant = *tenant_index
+            .entry(r.try_get::<String, _>("tenant_id")?)
+            .or_insert(next);
         snap.groups.push(core::GroupPolicy {
+            tenant,
             reservation: clamp(r.try_get("reservation_milli")?),
             limit: clamp(r.try_get("limit_milli")?),
             over_quota_weight: clamp(r.try_get("over_quota_weight")?).max(1),
@@ -151,9 +165,11 @@ pub(crate) async fn load(
                 .unwrap_or_default(),
         });
     }
-    let queue_rows = sqlx::query("SELECT id, policy_id, pools, over_quota FROM queues ORDER BY id")
-        .fetch_all(&store.pool)
-        .await?;
+    let queue_rows = sqlx::query(
+        "SELECT id, policy_id, pools, over_quota, min_runtime_ms FROM queues ORDER BY id",
+    )
+    .fetch_all(&store.pool)
+    .await?;
     let mut queue_index = HashMap::new();
     let mut queue_group = Vec::new();
     for r in &queue_rows {
@@ -171,6 +187,7 @@ pub(crate) async fn load(
                 .filter_map(|p| pool_index.get(p).copied())
                 .collect(),
             over_quota: r.try_get::<i64, _>("over_quota")? != 0,
+            min_runtime_ms: r.try_get("min_runtime_ms")?,
         });
     }
     let group_index: HashMap<&str, u32> = groups
@@ -179,7 +196,7 @@ pub(crate) async fn load(
         .map(|(i, g)| (g.id.as_str(), i as u32))
         .collect();
     let job_rows = sqlx::query(
-        "SELECT id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices,
+        "SELECT id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, resume_count, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices,
             preempted_for, stop_reason, max_runtime_ms, submitted_at, queued_at, admitted_at, started_at
          FROM jobs WHERE state IN ('queued', 'admitted', 'starting', 'running', 'preempting') ORDER BY submitted_at, id",
     )
@@ -203,6 +220,8 @@ pub(crate) async fn load(
                             || g.exceed_users.contains(&j.user_id),
                         gpus: clamp(j.gpu_milli),
                         memory_mb: clamp(j.gpu_memory_mb),
+                        cpu_milli: clamp(j.cpu_milli),
+                        ram_mb: clamp(j.memory_mb),
                         submitted_at: j.submitted_at,
                         waiting_since: j.queued_at,
                     });
@@ -217,6 +236,8 @@ pub(crate) async fn load(
                     preemptible: j.preemptible,
                     gpus: clamp(j.gpu_milli),
                     memory_mb: clamp(j.gpu_memory_mb),
+                    cpu_milli: clamp(j.cpu_milli),
+                    ram_mb: clamp(j.memory_mb),
                     placement: core::Placement {
                         pool: *pool,
                         node: node as u32,
@@ -229,6 +250,7 @@ pub(crate) async fn load(
                         .and_then(|g| group_index.get(g).copied()),
                     // Filled in by `reclaims`.
                     preempted_for_job: None,
+                    preemptions: clamp(j.resume_count),
                 });
             }
         }

@@ -23,6 +23,7 @@ use crate::http::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
 mod submit;
+mod waiting;
 pub use submit::*;
 
 pub const JOB_SELECT: &str = "SELECT j.id, j.queue_id, q.name AS queue_name, j.group_id, j.user_id, j.username, j.name, j.command, j.image, j.env, j.gpu_milli,
@@ -221,7 +222,15 @@ pub async fn job_detail(store: &Store, p: &Principal, id: &str) -> ApiResult<Job
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    Ok(JobDetail { job, events })
+    let waiting = match job.state {
+        JobState::Queued => Some(waiting::waiting(store, p, &job).await?),
+        _ => None,
+    };
+    Ok(JobDetail {
+        job,
+        events,
+        waiting,
+    })
 }
 
 /// Aborts a job: a queued one at once; a running one is stopped by the driver (its abort

@@ -50,12 +50,31 @@ async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<Qu
         .into());
     }
     let profile = get_profile(store, p, &queue.profile_id).await?;
-    let fits = pool_fits(store, p, &queue.pools).await?;
+    let host = profile.cpu_milli > 0 || profile.memory_mb > 0;
+    let fits = pool_fits(store, p, &queue.pools, host).await?;
     Ok(QueueCtx {
         queue,
         profile,
         fits,
     })
+}
+
+/// What a queue's profile gives each job, stored with it.
+#[derive(Clone, Copy)]
+struct Gives {
+    gpu_memory_mb: i64,
+    cpu_milli: i64,
+    memory_mb: i64,
+}
+
+impl Gives {
+    fn of(p: &Profile) -> Gives {
+        Gives {
+            gpu_memory_mb: p.gpu_memory_mb,
+            cpu_milli: p.cpu_milli,
+            memory_mb: p.memory_mb,
+        }
+    }
 }
 
 /// Validates one submission against its queue; no I/O. The job it returns is what gets stored.
@@ -203,11 +222,29 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
     if !ctx
         .fits
         .iter()
-        .any(|f| f.fits(gpu_milli, profile.gpu_memory_mb))
+        .any(|f| f.fits(gpu_milli, profile.gpu_memory_mb, 0, 0))
     {
         return Err(AppError::field(
             "gpu_milli",
             "no node of the queue's pools is large enough; multi-node jobs are not supported",
+        ));
+    }
+    if !ctx.fits.iter().any(|f| {
+        f.fits(
+            gpu_milli,
+            profile.gpu_memory_mb,
+            profile.cpu_milli,
+            profile.memory_mb,
+        )
+    }) {
+        return Err(AppError::field(
+            "gpu_milli",
+            format!(
+                "no node of the queue's pools has these GPUs together with the {} CPU cores and {} MiB of memory that the queue's profile {} gives every job",
+                profile.cpu_milli as f64 / 1000.0,
+                profile.memory_mb,
+                profile.name
+            ),
         ));
     }
     let class = class.unwrap_or_else(|| PriorityClass {
@@ -261,10 +298,10 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
     })
 }
 
-const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
+const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, priority_class, priority, preemptible,
     abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at";
-const JOB_INSERT_ARITY: usize = 25;
-/// Rows per multi-row insert (25 parameters each; see [`STATEMENT_PARAMS`]).
+const JOB_INSERT_ARITY: usize = 27;
+/// Rows per multi-row insert (27 parameters each; see [`STATEMENT_PARAMS`]).
 const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
 
 fn placeholders(rows: usize, arity: usize) -> String {
@@ -289,7 +326,7 @@ fn placeholders(rows: usize, arity: usize) -> String {
 async fn insert_jobs(
     tx: &mut WriteTx,
     tenant_id: &str,
-    items: &[(Job, i64, i64)],
+    items: &[(Job, Gives, i64)],
 ) -> Result<(), sqlx::Error> {
     for chunk in items.chunks(INSERT_CHUNK) {
         let sql = format!(
@@ -297,7 +334,7 @@ async fn insert_jobs(
             placeholders(chunk.len(), JOB_INSERT_ARITY)
         );
         let mut q = sqlx::query(&sql);
-        for (j, gpu_memory_mb, priority) in chunk {
+        for (j, profile, priority) in chunk {
             q = q
                 .bind(&j.id)
                 .bind(tenant_id)
@@ -310,7 +347,9 @@ async fn insert_jobs(
                 .bind(j.image.clone())
                 .bind(serde_json::to_string(&j.env).unwrap_or_else(|_| "{}".into()))
                 .bind(j.gpu_milli)
-                .bind(*gpu_memory_mb)
+                .bind(profile.gpu_memory_mb)
+                .bind(profile.cpu_milli)
+                .bind(profile.memory_mb)
                 .bind(&j.priority_class)
                 .bind(*priority)
                 .bind(flag(j.preemptible))
@@ -384,7 +423,7 @@ pub async fn submit(
         }
     }
     self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
-    let items = [(job, ctx.profile.gpu_memory_mb, priority)];
+    let items = [(job, Gives::of(&ctx.profile), priority)];
     insert_jobs(&mut tx, p.tenant_id(), &items).await?;
     if let Some(k) = key {
         idempotency::remember(
@@ -468,7 +507,7 @@ pub async fn submit_batch(
         match prepare(ctx, p, job, now) {
             Ok(j) => {
                 let priority = priority_of(ctx, &j);
-                items.push((j, ctx.profile.gpu_memory_mb, priority));
+                items.push((j, Gives::of(&ctx.profile), priority));
             }
             Err(AppError::Validation(fs)) => errors.extend(fs.into_iter().map(|f| FieldError {
                 field: format!("jobs[{i}].{}", f.field),

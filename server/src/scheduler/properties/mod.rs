@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use super::core::*;
 
 use oracles::{
-    allowed_now, behind, check_capacity, fits_somewhere, free_capacity, held_jobs,
+    allowed_now, behind, check_capacity, fits_somewhere, free_capacity, free_host, held_jobs,
     within_reservation, KeptFor,
 };
 use starvation::large_job_start;
@@ -40,6 +40,7 @@ proptest! {
         let mut stopping: Vec<Stopping> = Vec::new();
         let mut started: HashMap<u64, u32> = HashMap::new();
         let mut victims_for: HashMap<u64, u32> = HashMap::new();
+        let mut preempted: HashMap<u64, u32> = HashMap::new();
         let mut admitted_since: Vec<(u32, PendingJob)> = Vec::new();
         let mut trace: Vec<String> = Vec::new();
         for cycle in 0..300u32 {
@@ -53,7 +54,11 @@ proptest! {
                 let r = s.running.iter().find(|r| r.id == p.victim).expect("victim runs");
                 prop_assert!(!inside.contains(&r.id), "victim {} is within its group's reservation", r.id);
                 prop_assert!(r.preemptible, "victim {} is not preemptible", r.id);
-                prop_assert!(s.now - r.started_at >= s.min_runtime_ms, "victim {} is younger than the minimum runtime", r.id);
+                // Its queue's minimum runtime (or the default), once more per earlier
+                // preemption, up to four times.
+                let min = s.queues[r.queue as usize].min_runtime_ms.unwrap_or(s.min_runtime_ms);
+                let protection = min * (1 + r.preemptions.min(3) as i64);
+                prop_assert!(s.now - r.started_at >= protection, "victim {} ({} preemptions before) is younger than its protection {}", r.id, r.preemptions, protection);
                 prop_assert!(r.preempted_for.is_none(), "victim {} is already stopping", r.id);
                 prop_assert_ne!(p.victim_group, p.for_group);
             }
@@ -97,7 +102,7 @@ proptest! {
                     .sum::<u32>()
                     + d.admits
                         .iter()
-                        .filter(|a| !a.over_quota && s.reclaimed_for.contains(&a.job))
+                        .filter(|a| s.reclaimed_for.contains(&a.job))
                         .filter_map(|a| s.pending.iter().find(|p| p.id == a.job))
                         .filter(|p| s.queues[p.queue as usize].group == group)
                         .map(|p| p.gpus)
@@ -120,10 +125,13 @@ proptest! {
                     preemptible: j.preemptible,
                     gpus: j.gpus,
                     memory_mb: j.memory_mb,
+                    cpu_milli: j.cpu_milli,
+                    ram_mb: j.ram_mb,
                     placement: a.placement.clone(),
                     started_at: next.now,
                     preempted_for: None,
                     preempted_for_job: None,
+                    preemptions: preempted.get(&j.id).copied().unwrap_or(0),
                 });
             }
             for p in &d.preempts {
@@ -138,6 +146,7 @@ proptest! {
             // capacity within what its group may use.
             {
                 let free = free_capacity(&next);
+                let host = free_host(&next);
                 let mut used = vec![0u32; next.groups.len()];
                 // Who each node is kept for: victims still stopping keep theirs for the job
                 // they stop for (while it waits; else for its group), and held jobs theirs.
@@ -194,7 +203,7 @@ proptest! {
                         .map(|(k, _)| *k)
                         .collect();
                     prop_assert!(
-                        !(allowed_now(&next, &used, j) && fits_somewhere(&next, &free, &closed, j)),
+                        !(allowed_now(&next, &used, j) && fits_somewhere(&next, &free, &host, &closed, j)),
                         "cycle {}: job {} ({} milli, {} MiB) waits with room for it: {:?}\n{}",
                         cycle, j.id, j.gpus, j.memory_mb,
                         d.waiting.iter().find(|(id, _)| *id == j.id), trace.join("\n")
@@ -229,6 +238,7 @@ proptest! {
             }
             for id in &gone {
                 let r = next.running.iter().find(|r| r.id == *id).expect("stopping job runs").clone();
+                *preempted.entry(r.id).or_default() += 1;
                 next.pending.push(PendingJob {
                     id: r.id,
                     queue: r.queue,
@@ -237,6 +247,8 @@ proptest! {
                     may_exceed: true,
                     gpus: r.gpus,
                     memory_mb: r.memory_mb,
+                    cpu_milli: r.cpu_milli,
+                    ram_mb: r.ram_mb,
                     submitted_at: r.started_at,
                     waiting_since: next.now,
                 });

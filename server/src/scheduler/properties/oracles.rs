@@ -45,6 +45,29 @@ pub(super) fn free_capacity(s: &Snapshot) -> HashMap<(u32, u32, u32), (i64, i64)
     free
 }
 
+/// Free CPU and host memory per (pool, node) given what runs; a node that declares none (0)
+/// has more than any job asks.
+pub(super) fn free_host(s: &Snapshot) -> HashMap<(u32, u32), (i64, i64)> {
+    let mut free = HashMap::new();
+    for (p, pool) in s.pools.iter().enumerate() {
+        for (n, node) in pool.nodes.iter().enumerate() {
+            let cap = |v: u32| if v == 0 { i64::MAX / 2 } else { v as i64 };
+            free.insert(
+                (p as u32, n as u32),
+                (cap(node.cpu_milli), cap(node.ram_mb)),
+            );
+        }
+    }
+    for r in &s.running {
+        let e = free
+            .get_mut(&(r.placement.pool, r.placement.node))
+            .expect("placed on a node that exists");
+        e.0 -= r.cpu_milli as i64;
+        e.1 -= r.ram_mb as i64;
+    }
+    free
+}
+
 /// No device holds more than one GPU or more memory than it has; no group over its limit.
 pub(super) fn check_capacity(s: &Snapshot) -> Result<(), TestCaseError> {
     for (k, (milli, mem)) in free_capacity(s) {
@@ -58,6 +81,14 @@ pub(super) fn check_capacity(s: &Snapshot) -> Result<(), TestCaseError> {
             "device {k:?} memory oversubscribed by {} MiB",
             -mem
         );
+    }
+    for (k, (cpu, ram)) in free_host(s) {
+        prop_assert!(
+            cpu >= 0,
+            "node {k:?} CPU oversubscribed by {} milli-cores",
+            -cpu
+        );
+        prop_assert!(ram >= 0, "node {k:?} memory oversubscribed by {} MiB", -ram);
     }
     let mut used = vec![0u32; s.groups.len()];
     for r in &s.running {
@@ -106,6 +137,7 @@ pub(super) fn within_reservation(s: &Snapshot) -> HashSet<u64> {
 pub(super) fn fits_somewhere(
     s: &Snapshot,
     free: &HashMap<(u32, u32, u32), (i64, i64)>,
+    host: &HashMap<(u32, u32), (i64, i64)>,
     held: &HashSet<(u32, u32)>,
     job: &PendingJob,
 ) -> bool {
@@ -116,6 +148,10 @@ pub(super) fn fits_somewhere(
             .iter()
             .enumerate()
             .filter(|(n, _)| !held.contains(&(p, *n as u32)))
+            .filter(|(n, _)| {
+                let (cpu, ram) = host[&(p, *n as u32)];
+                cpu >= job.cpu_milli as i64 && ram >= job.ram_mb as i64
+            })
             .any(|(n, node)| {
                 let devs = node.devices.iter().enumerate().map(|(d, dev)| {
                     let (milli, mem) = free[&(p, n as u32, d as u32)];
@@ -155,7 +191,7 @@ pub(super) fn held_jobs(s: &Snapshot, d: &Decisions) -> HashMap<u32, u64> {
     let first: HashSet<u64> = d
         .admits
         .iter()
-        .filter(|a| !a.over_quota && s.reclaimed_for.contains(&a.job))
+        .filter(|a| s.reclaimed_for.contains(&a.job))
         .map(|a| a.job)
         .collect();
     let mut order: Vec<&PendingJob> = s

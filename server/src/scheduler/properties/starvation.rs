@@ -25,6 +25,7 @@ pub(super) fn large_job_start(
             nodes: (0..nodes)
                 .map(|_| Node {
                     devices: (0..devices).map(|_| Device { memory_mb: 80_000 }).collect(),
+                    ..Default::default()
                 })
                 .collect(),
         }],
@@ -33,11 +34,13 @@ pub(super) fn large_job_start(
             limit: (nodes * devices) as u32 * 1000,
             over_quota_weight: 1,
             over_quota_allowed: true,
+            ..Default::default()
         }],
         queues: vec![Queue {
             group: 0,
             pools: vec![0],
             over_quota: true,
+            ..Default::default()
         }],
         running: Vec::new(),
         pending: Vec::new(),
@@ -52,6 +55,7 @@ pub(super) fn large_job_start(
         memory_mb: 0,
         submitted_at: 0,
         waiting_since: 0,
+        ..Default::default()
     };
     // Small jobs are running everywhere when the large one arrives.
     let mut next_id = 1u64;
@@ -73,6 +77,7 @@ pub(super) fn large_job_start(
                 started_at: 0,
                 preempted_for: None,
                 preempted_for_job: None,
+                ..Default::default()
             });
             ends.insert(next_id, 1 + runs[next_id as usize % runs.len()] as usize);
             next_id += 1;
@@ -91,6 +96,7 @@ pub(super) fn large_job_start(
                 memory_mb: 0,
                 submitted_at: s.now,
                 waiting_since: s.now,
+                ..Default::default()
             });
             next_id += 1;
         }
@@ -117,6 +123,7 @@ pub(super) fn large_job_start(
                 started_at: s.now,
                 preempted_for: None,
                 preempted_for_job: None,
+                ..Default::default()
             });
         }
         s.now += 10;

@@ -19,10 +19,13 @@ pub(super) struct World {
 }
 
 pub(super) fn arb_world() -> impl Strategy<Value = World> {
-    let pools = prop::collection::vec(
-        prop::collection::vec(prop::collection::vec(16_000u32..80_001, 1..5), 1..4),
-        1..3,
+    // Nodes: devices (their memory), CPU and host memory (0 = not declared).
+    let node = (
+        prop::collection::vec(16_000u32..80_001, 1..5),
+        prop::sample::select(vec![0u32, 0, 8_000, 32_000]),
+        prop::sample::select(vec![0u32, 0, 64_000, 256_000]),
     );
+    let pools = prop::collection::vec(prop::collection::vec(node, 1..4), 1..3);
     let groups =
         prop::collection::vec((0u32..5, 0u32..5, 0u32..4, prop::bool::weighted(0.8)), 1..5);
     (pools, groups, 0u32..3)
@@ -34,6 +37,7 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     0..ngroups,
                     prop::collection::vec(0..npools, 1..3),
                     prop::bool::weighted(0.8),
+                    prop::sample::select(vec![None, None, Some(0i64), Some(30)]),
                 ),
                 1..5,
             );
@@ -48,6 +52,9 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     prop::bool::weighted(0.85),
                     1u32..6,
                     prop::bool::weighted(0.3),
+                    // CPU and host memory of the job's profile.
+                    prop::sample::select(vec![0u32, 0, 2_000, 8_000]),
+                    prop::sample::select(vec![0u32, 0, 16_000, 100_000]),
                 ),
                 0..40,
             );
@@ -58,7 +65,7 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
             let mut runs_for = HashMap::new();
             let mut pending = Vec::new();
             let mut late = Vec::new();
-            for (i, (q, gpus, mem, prio, pre, exceed, runs, is_late)) in
+            for (i, (q, gpus, mem, prio, pre, exceed, runs, is_late, cpu, ram)) in
                 jobs.into_iter().enumerate()
             {
                 runs_for.insert(i as u64, runs);
@@ -70,6 +77,8 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     may_exceed: exceed,
                     gpus,
                     memory_mb: if gpus < WHOLE { mem } else { 0 },
+                    cpu_milli: cpu,
+                    ram_mb: ram,
                     submitted_at: i as i64,
                     waiting_since: i as i64,
                 };
@@ -89,11 +98,13 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     .map(|nodes| Pool {
                         nodes: nodes
                             .into_iter()
-                            .map(|devs| Node {
+                            .map(|(devs, cpu, ram)| Node {
                                 devices: devs
                                     .into_iter()
                                     .map(|m| Device { memory_mb: m })
                                     .collect(),
+                                cpu_milli: cpu,
+                                ram_mb: ram,
                             })
                             .collect(),
                     })
@@ -101,6 +112,7 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                 groups: groups
                     .into_iter()
                     .map(|(r, extra, w, allowed)| GroupPolicy {
+                        tenant: 0,
                         reservation: r * 1000,
                         limit: (r + extra) * 1000,
                         over_quota_weight: w,
@@ -109,13 +121,14 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     .collect(),
                 queues: queues
                     .into_iter()
-                    .map(|(g, mut p, oq)| {
+                    .map(|(g, mut p, oq, min_runtime_ms)| {
                         p.sort_unstable();
                         p.dedup();
                         Queue {
                             group: g,
                             pools: p,
                             over_quota: oq,
+                            min_runtime_ms,
                         }
                     })
                     .collect(),

@@ -1,5 +1,8 @@
 //! The scheduling semantics, case by case (the properties over random snapshots are in
-//! `properties.rs`).
+//! `properties/`). `fairness`: tenants, fair share, protection, node fit and what a waiting
+//! job lacks.
+
+mod fairness;
 
 use super::core::*;
 
@@ -8,6 +11,7 @@ fn pool(nodes: usize, devices: usize) -> Pool {
         nodes: (0..nodes)
             .map(|_| Node {
                 devices: (0..devices).map(|_| Device { memory_mb: 80_000 }).collect(),
+                ..Default::default()
             })
             .collect(),
     }
@@ -19,6 +23,7 @@ fn group(reservation: MilliGpu, limit: MilliGpu, weight: u32) -> GroupPolicy {
         limit,
         over_quota_weight: weight,
         over_quota_allowed: true,
+        ..Default::default()
     }
 }
 
@@ -27,6 +32,7 @@ fn queue(group: u32, pools: &[u32]) -> Queue {
         group,
         pools: pools.to_vec(),
         over_quota: true,
+        ..Default::default()
     }
 }
 
@@ -41,6 +47,7 @@ fn job(id: u64, queue: u32, gpus: MilliGpu) -> PendingJob {
         memory_mb: 0,
         submitted_at: id as i64,
         waiting_since: id as i64,
+        ..Default::default()
     }
 }
 
@@ -72,6 +79,7 @@ fn running(
         started_at,
         preempted_for: None,
         preempted_for_job: None,
+        ..Default::default()
     }
 }
 
@@ -275,7 +283,13 @@ fn min_runtime_and_reservations_protect_jobs() {
         d.preempts.is_empty(),
         "the over-quota job is too young, the other is reserved"
     );
-    assert_eq!(reason_of(&d, 1), Some(&WaitReason::NoCapacity));
+    assert_eq!(
+        reason_of(&d, 1),
+        Some(&WaitReason::NoCapacity {
+            short: Short::Protected { until: 1_400 }
+        }),
+        "the wait names when the borrower's protection ends"
+    );
     let later = Snapshot { now: 2_000, ..s };
     let d = schedule(&later);
     assert_eq!(
@@ -343,8 +357,28 @@ fn multi_gpu_jobs_need_one_node() {
     let d = schedule(&s);
     assert_eq!(
         reason_of(&d, 1),
-        Some(&WaitReason::NoCapacity),
+        Some(&WaitReason::NoCapacity { short: Short::Gpus }),
+        "job 2 took two of the four free GPUs; two are too few"
+    );
+    let alone = Snapshot {
+        pending: vec![job(1, 0, 3000)],
+        ..s.clone()
+    };
+    assert_eq!(
+        reason_of(&schedule(&alone), 1),
+        Some(&WaitReason::NoCapacity {
+            short: Short::Fragmented
+        }),
         "4 free GPUs, but 2 per node"
+    );
+    let never = Snapshot {
+        pending: vec![job(1, 0, 5000)],
+        ..s.clone()
+    };
+    assert_eq!(
+        reason_of(&schedule(&never), 1),
+        Some(&WaitReason::Unschedulable),
+        "5 GPUs on nodes of 4"
     );
     assert_eq!(d.admits.len(), 1);
     assert_eq!(d.admits[0].placement.slices.len(), 2);

@@ -1,0 +1,135 @@
+//! The rules a cycle applies: the order of pending jobs, protection from preemption, which
+//! running jobs are within their reservation, who may borrow, and weighted fair shares.
+
+use std::collections::BinaryHeap;
+
+use super::*;
+
+/// The order in which pending jobs are considered. Priorities compare only within a tenant
+/// (a tenant's priorities cannot put its jobs ahead of another tenant's): each tenant's jobs
+/// are in (priority desc, submitted asc) order, and the tenants' lists are merged by the
+/// submit time of their next job.
+pub fn pending_order(s: &Snapshot) -> Vec<usize> {
+    let tenant_of = |j: &PendingJob| {
+        s.queues
+            .get(j.queue as usize)
+            .and_then(|q| s.groups.get(q.group as usize))
+            .map_or(u32::MAX, |g| g.tenant)
+    };
+    let mut order: Vec<usize> = (0..s.pending.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&s.pending[a], &s.pending[b]);
+        tenant_of(x)
+            .cmp(&tenant_of(y))
+            .then(y.priority.cmp(&x.priority))
+            .then(x.submitted_at.cmp(&y.submitted_at))
+            .then(x.id.cmp(&y.id))
+    });
+    // One run per tenant; merge the runs by the submit time of each run's next job.
+    let mut runs: Vec<&[usize]> = order
+        .chunk_by(|&a, &b| tenant_of(&s.pending[a]) == tenant_of(&s.pending[b]))
+        .collect();
+    if runs.len() <= 1 {
+        return order;
+    }
+    let key = |i: usize| (s.pending[i].submitted_at, s.pending[i].id);
+    let mut heap: BinaryHeap<std::cmp::Reverse<((i64, u64), usize)>> = runs
+        .iter()
+        .enumerate()
+        .map(|(r, run)| std::cmp::Reverse((key(run[0]), r)))
+        .collect();
+    let mut merged = Vec::with_capacity(order.len());
+    while let Some(std::cmp::Reverse((_, r))) = heap.pop() {
+        let (first, rest) = runs[r].split_first().expect("runs are not empty");
+        merged.push(*first);
+        runs[r] = rest;
+        if let Some(&next) = rest.first() {
+            heap.push(std::cmp::Reverse((key(next), r)));
+        }
+    }
+    merged
+}
+
+/// Until when a running job is protected from preemption: its queue's minimum runtime (or
+/// the default), longer for a job preempted before (once more per earlier preemption, up to
+/// four times), so that a job is not preempted over and over without making progress.
+pub fn protected_until(s: &Snapshot, r: &RunningJob) -> i64 {
+    let min = s
+        .queues
+        .get(r.queue as usize)
+        .and_then(|q| q.min_runtime_ms)
+        .unwrap_or(s.min_runtime_ms);
+    r.started_at
+        .saturating_add(min.saturating_mul(1 + r.preemptions.min(3) as i64))
+}
+
+/// Each group's weighted fair share of the capacity beyond all reservations, in over-quota
+/// milli-GPUs: that capacity split by over-quota weight among the groups that borrow or want
+/// to (weight 0: none). See "Fair share" in the module docs.
+pub(super) fn fair_shares(
+    s: &Snapshot,
+    groups: &[GroupState],
+    borrowers: &[Vec<usize>],
+) -> Vec<u64> {
+    let capacity: u64 = s
+        .pools
+        .iter()
+        .flat_map(|p| &p.nodes)
+        .map(|n| n.devices.len() as u64 * WHOLE as u64)
+        .sum();
+    let reserved: u64 = s.groups.iter().map(|g| g.reservation as u64).sum();
+    let spare = capacity.saturating_sub(reserved);
+    let wants = |g: usize| {
+        s.groups[g].over_quota_weight > 0
+            && (!borrowers[g].is_empty() || groups[g].used > s.groups[g].reservation)
+    };
+    let total: u64 = (0..s.groups.len())
+        .filter(|&g| wants(g))
+        .map(|g| s.groups[g].over_quota_weight as u64)
+        .sum();
+    (0..s.groups.len())
+        .map(|g| {
+            if total == 0 || !wants(g) {
+                0
+            } else {
+                spare * s.groups[g].over_quota_weight as u64 / total
+            }
+        })
+        .collect()
+}
+
+/// Whether a job beyond its group's reservation may borrow idle capacity: its queue, group,
+/// user and priority class allow it, and the group's over-quota weight is not 0.
+pub(super) fn may_borrow(q: &Queue, policy: &GroupPolicy, job: &PendingJob) -> bool {
+    q.over_quota
+        && policy.over_quota_allowed
+        && job.may_exceed
+        && job.preemptible
+        && policy.over_quota_weight > 0
+}
+
+/// Which running jobs are over-quota, per the in-quota ordering in the module docs.
+pub fn over_quota_jobs(s: &Snapshot) -> Vec<bool> {
+    let mut idx: Vec<usize> = (0..s.running.len()).collect();
+    idx.sort_by(|&a, &b| {
+        let (x, y) = (&s.running[a], &s.running[b]);
+        y.preemptible
+            .cmp(&x.preemptible)
+            .reverse()
+            .then(y.priority.cmp(&x.priority))
+            .then(x.started_at.cmp(&y.started_at))
+            .then(x.id.cmp(&y.id))
+    });
+    let mut used = vec![0u32; s.groups.len()];
+    let mut over_flags = vec![false; s.running.len()];
+    for i in idx {
+        let r = &s.running[i];
+        let Some(q) = s.queues.get(r.queue as usize) else {
+            continue;
+        };
+        let g = q.group as usize;
+        used[g] += r.gpus;
+        over_flags[i] = used[g] > s.groups[g].reservation;
+    }
+    over_flags
+}

@@ -18,6 +18,7 @@ mod isolation;
 mod jobs;
 mod ldap;
 mod local_jobs;
+mod local_preemption;
 mod openapi;
 mod paging;
 mod policies;

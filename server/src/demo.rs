@@ -389,6 +389,7 @@ async fn seed_scheduling(store: &Store, people: &People, meta: &RequestMeta) -> 
                 over_quota_weight: weight,
                 over_quota_allowed: borrow,
                 exceed_users: Vec::new(),
+                pools: None,
             },
         )
         .await

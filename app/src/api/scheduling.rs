@@ -196,6 +196,7 @@ pub async fn set_policy_form(
             over_quota_weight: int_field("over_quota_weight", &over_quota_weight)?.unwrap_or(1),
             over_quota_allowed: over_quota_allowed.is_some(),
             exceed_users: Vec::new(),
+            pools: None,
         };
         c.backend.set_policy(&c.principal, &c.meta, input).await
     })

@@ -74,7 +74,26 @@ pub struct Policy {
     pub over_quota_allowed: bool,
     /// Users that may exceed the reservation; empty = every member.
     pub exceed_users: Vec<String>,
+    /// Per-pool quotas beside the overall reservation and limit.
+    #[serde(default)]
+    pub pools: Vec<PoolQuota>,
     pub updated_at: i64,
+}
+
+/// A group's quota on one pool (as node-pool quotas): its use there never exceeds
+/// `limit_milli`, and only `reservation_milli` of it there is guaranteed (the rest there is
+/// over-quota, and may be reclaimed). On a shared pool it is what the policy reserves there.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PoolQuota {
+    pub pool_id: String,
+    /// Filled in on reads; ignored on writes.
+    #[serde(default)]
+    pub pool_name: String,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
+    pub reservation_milli: i64,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 100000000))]
+    pub limit_milli: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -358,6 +377,11 @@ pub struct SetPolicy {
     #[serde(default)]
     #[cfg_attr(feature = "ssr", schema(max_items = 1000))]
     pub exceed_users: Vec<String>,
+    /// Per-pool quotas (at most 16): replaced by what is sent (`[]` removes them); absent:
+    /// kept as they are.
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(max_items = 16))]
+    pub pools: Option<Vec<PoolQuota>>,
 }
 
 fn one() -> i64 {

@@ -1,6 +1,7 @@
 //! Tenant grants on shared pools: how many milli-GPUs a platform admin lets a tenant reserve on
 //! a shared pool. A tenant's group policies whose queues use a shared pool count against the
-//! tenant's grant there with their whole reservation (a reservation is not split by pool), so
+//! tenant's grant there with their reservation on that pool (a per-pool quota's reservation,
+//! else the policy's whole reservation), so
 //! a tenant admin can never reserve more of a shared pool than a platform admin granted, and
 //! cannot preempt other tenants' borrowed jobs beyond it. Grants of one pool never add up to
 //! more than its capacity. The scheduler's tenant shares (a later change) build on this table.
@@ -229,13 +230,17 @@ pub async fn set(
 }
 
 /// What a tenant's policies reserve on each shared pool: the reservation of every policy with
-/// a queue over the pool, counted once per policy.
+/// a queue over the pool (its per-pool quota's there, if it has one), counted once per policy.
 async fn reserved_on_shared<'c, E>(db: E, tenant_id: &str) -> Result<HashMap<String, i64>, AppError>
 where
     E: sqlx::Executor<'c, Database = sqlx::Any>,
 {
+    // Queues with their policy's reservation, and each per-pool quota as a row of its own
+    // (pools = NULL) that replaces the whole reservation on its pool.
     let rows = sqlx::query(
-        "SELECT q.policy_id, q.pools, pl.reservation_milli FROM queues q JOIN policies pl ON pl.id = q.policy_id WHERE q.tenant_id = $1",
+        "SELECT q.policy_id, q.pools, pl.reservation_milli, NULL AS quota_pool FROM queues q JOIN policies pl ON pl.id = q.policy_id WHERE q.tenant_id = $1
+         UNION ALL
+         SELECT pp.policy_id, NULL, pp.reservation_milli, pp.pool_id FROM policy_pools pp JOIN policies pl ON pl.id = pp.policy_id WHERE pl.tenant_id = $1",
     )
     .bind(tenant_id)
     .fetch_all(db)
@@ -244,6 +249,7 @@ where
         tracing::error!(error = %e, "grants: reading queues");
         AppError::Internal
     })?;
+    let mut quotas: HashMap<(String, String), i64> = HashMap::new();
     let mut per_pool: HashMap<String, HashMap<String, i64>> = HashMap::new();
     for r in rows {
         let read = |e: sqlx::Error| {
@@ -252,6 +258,10 @@ where
         };
         let policy: String = r.try_get("policy_id").map_err(read)?;
         let reservation: i64 = r.try_get("reservation_milli").map_err(read)?;
+        if let Some(pool) = r.try_get::<Option<String>, _>("quota_pool").map_err(read)? {
+            quotas.insert((policy, pool), reservation);
+            continue;
+        }
         let pools: Vec<String> =
             serde_json::from_str(&r.try_get::<String, _>("pools").map_err(read)?).map_err(|e| {
                 tracing::error!(error = %e, "grants: a queue's stored pools are not valid");
@@ -266,7 +276,15 @@ where
     }
     Ok(per_pool
         .into_iter()
-        .map(|(pool, policies)| (pool, policies.values().sum()))
+        .map(|(pool, policies)| {
+            let total = policies
+                .iter()
+                .map(|(policy, whole)| {
+                    *quotas.get(&(policy.clone(), pool.clone())).unwrap_or(whole)
+                })
+                .sum();
+            (pool, total)
+        })
         .collect())
 }
 

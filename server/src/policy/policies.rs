@@ -1,4 +1,5 @@
-//! Group policies: reservation, limit, over-quota weight. Owns `policies`.
+//! Group policies: reservation, limit, over-quota weight, and per-pool quotas. Owns
+//! `policies` and `policy_pools`.
 
 use super::*;
 
@@ -14,8 +15,40 @@ fn policy_from_row(r: &AnyRow) -> Result<Policy, sqlx::Error> {
         over_quota_weight: r.try_get("over_quota_weight")?,
         over_quota_allowed: r.try_get::<i64, _>("over_quota_allowed")? != 0,
         exceed_users: parse_json(&r.try_get::<String, _>("exceed_users")?)?,
+        pools: Vec::new(),
         updated_at: r.try_get("updated_at")?,
     })
+}
+
+/// Fills in the per-pool quotas of the tenant's `policies`.
+async fn with_pools<'c, E>(
+    db: E,
+    tenant_id: &str,
+    policies: &mut [Policy],
+) -> Result<(), sqlx::Error>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let rows = sqlx::query(
+        "SELECT pp.policy_id, pp.pool_id, p.name AS pool_name, pp.reservation_milli, pp.limit_milli
+         FROM policy_pools pp JOIN policies pl ON pl.id = pp.policy_id JOIN pools p ON p.id = pp.pool_id
+         WHERE pl.tenant_id = $1 ORDER BY p.name",
+    )
+    .bind(tenant_id)
+    .fetch_all(db)
+    .await?;
+    for r in &rows {
+        let policy: String = r.try_get("policy_id")?;
+        if let Some(pl) = policies.iter_mut().find(|pl| pl.id == policy) {
+            pl.pools.push(PoolQuota {
+                pool_id: r.try_get("pool_id")?,
+                pool_name: r.try_get("pool_name")?,
+                reservation_milli: r.try_get("reservation_milli")?,
+                limit_milli: r.try_get("limit_milli")?,
+            });
+        }
+    }
+    Ok(())
 }
 
 pub async fn list_policies(store: &Store, p: &Principal) -> ApiResult<Vec<Policy>> {
@@ -26,7 +59,9 @@ pub async fn list_policies(store: &Store, p: &Principal) -> ApiResult<Vec<Policy
     .bind(p.tenant_id())
     .fetch_all(&store.pool)
     .await?;
-    Ok(rows.iter().map(policy_from_row).collect::<Result<_, _>>()?)
+    let mut out: Vec<Policy> = rows.iter().map(policy_from_row).collect::<Result<_, _>>()?;
+    with_pools(&store.pool, p.tenant_id(), &mut out).await?;
+    Ok(out)
 }
 
 pub async fn get_policy(store: &Store, p: &Principal, id: &str) -> ApiResult<Policy> {
@@ -39,7 +74,10 @@ pub async fn get_policy(store: &Store, p: &Principal, id: &str) -> ApiResult<Pol
     .fetch_optional(&store.pool)
     .await?
     .ok_or(AppError::NotFound)?;
-    Ok(policy_from_row(&row)?)
+    let mut out = [policy_from_row(&row)?];
+    with_pools(&store.pool, p.tenant_id(), &mut out).await?;
+    let [policy] = out;
+    Ok(policy)
 }
 
 /// Creates the group's policy or replaces its values (one policy per group).
@@ -87,7 +125,34 @@ pub async fn set_policy(
         "exceed_users",
         "at most 1000 users",
     );
+    let quotas = input.pools.clone().unwrap_or_default();
+    v.check(quotas.len() <= 16, "pools", "at most 16 per-pool quotas");
+    let mut seen = std::collections::HashSet::new();
+    for q in &quotas {
+        if !seen.insert(q.pool_id.as_str()) {
+            v.check(false, "pools", "a pool may have one quota only");
+            break;
+        }
+        if !(0..=q.limit_milli).contains(&q.reservation_milli) || q.limit_milli > input.limit_milli
+        {
+            v.check(
+                false,
+                "pools",
+                "each pool's reservation_milli must be between 0 and its limit_milli, and its limit_milli at most the policy's limit_milli",
+            );
+            break;
+        }
+    }
     v.finish()?;
+    for q in &quotas {
+        if found(get_pool(store, p, &q.pool_id).await)?.is_none() {
+            return Err(AppError::field(
+                "pools",
+                "no such pool (or not available to your organization)",
+            )
+            .into());
+        }
+    }
     for u in &input.exceed_users {
         let known: Option<String> =
             sqlx::query_scalar("SELECT id FROM users WHERE tenant_id = $1 AND id = $2")
@@ -143,9 +208,33 @@ pub async fn set_policy(
             (id, "policy.create")
         }
     };
+    let mut before = current.map(|c| [c]);
+    if let Some(b) = before.as_mut() {
+        with_pools(&mut *tx.tx, p.tenant_id(), b).await?;
+    }
+    if input.pools.is_some() {
+        sqlx::query("DELETE FROM policy_pools WHERE policy_id = $1")
+            .bind(&id)
+            .execute(&mut *tx.tx)
+            .await?;
+        for q in &quotas {
+            sqlx::query("INSERT INTO policy_pools (policy_id, pool_id, reservation_milli, limit_milli) VALUES ($1, $2, $3, $4)")
+                .bind(&id)
+                .bind(&q.pool_id)
+                .bind(q.reservation_milli)
+                .bind(q.limit_milli)
+                .execute(&mut *tx.tx)
+                .await?;
+        }
+    }
     self::grants::check(&mut tx, p.tenant_id(), "reservation_milli").await?;
-    let to = json!({"reservation_milli": input.reservation_milli, "limit_milli": input.limit_milli, "over_quota_weight": input.over_quota_weight, "over_quota_allowed": input.over_quota_allowed, "exceed_users": input.exceed_users});
-    let from = current.map(|c| json!({"reservation_milli": c.reservation_milli, "limit_milli": c.limit_milli, "over_quota_weight": c.over_quota_weight, "over_quota_allowed": c.over_quota_allowed, "exceed_users": c.exceed_users}));
+    let quota_json = |qs: &[PoolQuota]| {
+        qs.iter()
+            .map(|q| json!({"pool_id": q.pool_id, "reservation_milli": q.reservation_milli, "limit_milli": q.limit_milli}))
+            .collect::<Vec<_>>()
+    };
+    let to = json!({"reservation_milli": input.reservation_milli, "limit_milli": input.limit_milli, "over_quota_weight": input.over_quota_weight, "over_quota_allowed": input.over_quota_allowed, "exceed_users": input.exceed_users, "pools": input.pools.as_deref().map(quota_json)});
+    let from = before.map(|[c]| json!({"reservation_milli": c.reservation_milli, "limit_milli": c.limit_milli, "over_quota_weight": c.over_quota_weight, "over_quota_allowed": c.over_quota_allowed, "exceed_users": c.exceed_users, "pools": quota_json(&c.pools)}));
     audit::record(
         &mut tx,
         now,

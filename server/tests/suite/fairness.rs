@@ -13,7 +13,9 @@ use crate::jobs::{group_queue, id, pool, profile, setup, submit, wait_state};
 both_stores!(
     cpu_and_memory_of_the_profile_decide_node_fit,
     a_waiting_job_says_where_it_stands_and_who_borrows,
-    a_queue_minimum_runtime_is_validated_and_shown
+    a_queue_minimum_runtime_is_validated_and_shown,
+    per_pool_quotas_bound_a_group_on_each_pool,
+    a_pool_quota_is_what_a_policy_reserves_on_a_shared_pool
 );
 
 fn node(name: &str, gpus: u32, cpu_cores: u32, memory_mb: u64) -> serde_json::Value {
@@ -223,4 +225,183 @@ async fn a_queue_minimum_runtime_is_validated_and_shown(kind: Kind) {
     assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.text);
     assert_eq!(ok.body["min_runtime_ms"], 600000);
     app.finish().await;
+}
+
+async fn per_pool_quotas_bound_a_group_on_each_pool(kind: Kind) {
+    let app = TestApp::with_scheduler(kind).await;
+    let s = setup(&app, "acme").await;
+    let fast = pool(
+        &app,
+        &s,
+        "fast",
+        "simulated",
+        json!([node("f1", 4, 64, 524_288)]),
+    )
+    .await;
+    let slow = pool(
+        &app,
+        &s,
+        "slow",
+        "simulated",
+        json!([node("s1", 4, 64, 524_288)]),
+    )
+    .await;
+    let one = profile(&app, &s, json!({"name": "one", "gpu_milli": 1000})).await;
+    let g = app
+        .post("/api/v1/groups", &s.admin, json!({"name": "train"}))
+        .await;
+    let member_id = app.user_id(&s.admin, "member").await;
+    app.post(
+        &format!("/api/v1/groups/{}/members", id(&g.body)),
+        &s.admin,
+        json!({ "user_id": member_id }),
+    )
+    .await;
+    // Bad quotas are refused at the field, and nothing is stored.
+    for (bad, why) in [
+        (
+            json!([{"pool_id": fast, "reservation_milli": 3000, "limit_milli": 2000}]),
+            "between 0 and its limit",
+        ),
+        (
+            json!([{"pool_id": fast, "reservation_milli": 0, "limit_milli": 9000}]),
+            "at most the policy's limit",
+        ),
+        (
+            json!([{"pool_id": "nope", "reservation_milli": 0, "limit_milli": 1000}]),
+            "no such pool",
+        ),
+        (
+            json!([{"pool_id": fast, "reservation_milli": 0, "limit_milli": 1000}, {"pool_id": fast, "reservation_milli": 0, "limit_milli": 1000}]),
+            "one quota only",
+        ),
+    ] {
+        let r = app
+            .post("/api/v1/policies", &s.admin, json!({"group_id": id(&g.body), "reservation_milli": 4000, "limit_milli": 8000, "pools": bad}))
+            .await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+        assert!(r.text.contains(why), "{why}: {}", r.text);
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM policy_pools").await, 0);
+    // At most 2 GPUs on the fast pool; the queue spills over to the slow one.
+    let pol = app
+        .post("/api/v1/policies", &s.admin, json!({"group_id": id(&g.body), "reservation_milli": 4000, "limit_milli": 8000, "pools": [{"pool_id": fast, "reservation_milli": 2000, "limit_milli": 2000}]}))
+        .await;
+    assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
+    assert_eq!(pol.body["pools"][0]["pool_name"], "fast");
+    assert_eq!(pol.body["pools"][0]["limit_milli"], 2000);
+    let q = app
+        .post("/api/v1/queues", &s.admin, json!({"name": "train-q", "policy_id": id(&pol.body), "profile_id": one, "pools": [fast, slow]}))
+        .await;
+    let q = id(&q.body);
+    let mut jobs = Vec::new();
+    for n in 0..4 {
+        jobs.push(submit(&app, &s.member, json!({"queue_id": q, "name": format!("j{n}"), "command": "true", "duration_ms": 600000})).await);
+    }
+    let mut on_fast = 0;
+    for j in &jobs {
+        let d = wait_state(&app, &s.member, j, "running").await;
+        if d["job"]["pool_id"] == fast.as_str() {
+            on_fast += 1;
+        }
+    }
+    assert_eq!(on_fast, 2, "2 on the fast pool, 2 spilled over");
+    // Setting the policy without `pools` keeps its quotas; `[]` removes them.
+    let kept = app
+        .post(
+            "/api/v1/policies",
+            &s.admin,
+            json!({"group_id": id(&g.body), "reservation_milli": 4000, "limit_milli": 8000}),
+        )
+        .await;
+    assert_eq!(
+        kept.body["pools"].as_array().unwrap().len(),
+        1,
+        "{}",
+        kept.text
+    );
+    let cleared = app
+        .post("/api/v1/policies", &s.admin, json!({"group_id": id(&g.body), "reservation_milli": 4000, "limit_milli": 8000, "pools": []}))
+        .await;
+    assert_eq!(cleared.body["pools"], json!([]), "{}", cleared.text);
+    app.finish().await;
+}
+
+async fn a_pool_quota_is_what_a_policy_reserves_on_a_shared_pool(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    let tenant_id = app.seed_tenant("acme").await;
+    let s = setup_existing(&app).await;
+    let root = app.seed_platform_admin().await;
+    let shared = app
+        .post("/api/v1/pools", &root, json!({"name": "shared", "executor": "simulated", "shared": true, "nodes": [node("x1", 8, 64, 524_288)]}))
+        .await;
+    let shared = id(&shared.body);
+    let g = app
+        .call(
+            axum::http::Method::PUT,
+            &format!("/api/v1/pools/{shared}/grants/{tenant_id}"),
+            Some(&root),
+            Some(json!({ "reservation_milli": 1000 })),
+        )
+        .await;
+    assert_eq!(g.status, StatusCode::OK, "{}", g.text);
+    let own = pool(
+        &app,
+        &s,
+        "own",
+        "simulated",
+        json!([node("o1", 4, 64, 524_288)]),
+    )
+    .await;
+    let one = profile(&app, &s, json!({"name": "one", "gpu_milli": 1000})).await;
+    let grp = app
+        .post("/api/v1/groups", &s.admin, json!({"name": "train"}))
+        .await;
+    // 4 GPUs reserved, 1 of them on the shared pool (the rest on the tenant's own).
+    let pol = app
+        .post("/api/v1/policies", &s.admin, json!({"group_id": id(&grp.body), "reservation_milli": 4000, "limit_milli": 4000, "pools": [{"pool_id": shared, "reservation_milli": 1000, "limit_milli": 2000}]}))
+        .await;
+    assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
+    let q = app
+        .post("/api/v1/queues", &s.admin, json!({"name": "q", "policy_id": id(&pol.body), "profile_id": one, "pools": [own, shared]}))
+        .await;
+    assert_eq!(q.status, StatusCode::CREATED, "{}", q.text);
+    // Raising the reservation on the shared pool beyond the grant is refused...
+    let over = app
+        .post("/api/v1/policies", &s.admin, json!({"group_id": id(&grp.body), "reservation_milli": 4000, "limit_milli": 4000, "pools": [{"pool_id": shared, "reservation_milli": 2000, "limit_milli": 2000}]}))
+        .await;
+    assert_eq!(
+        over.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        over.text
+    );
+    assert!(over.text.contains("granted 1000"), "{}", over.text);
+    // ...and so is removing the quota (the whole 4 GPUs would count on the shared pool).
+    let whole = app
+        .post("/api/v1/policies", &s.admin, json!({"group_id": id(&grp.body), "reservation_milli": 4000, "limit_milli": 4000, "pools": []}))
+        .await;
+    assert_eq!(
+        whole.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        whole.text
+    );
+    let stored = app
+        .get(&format!("/api/v1/policies/{}", id(&pol.body)), &s.admin)
+        .await;
+    assert_eq!(
+        stored.body["pools"][0]["reservation_milli"], 1000,
+        "unchanged: {}",
+        stored.text
+    );
+    app.finish().await;
+}
+
+/// Tokens of a tenant seeded already.
+async fn setup_existing(app: &TestApp) -> crate::jobs::Setup {
+    crate::jobs::Setup {
+        admin: app.login("acme", "admin").await,
+        member: app.login("acme", "member").await,
+    }
 }

@@ -89,6 +89,42 @@ struct GroupState {
     used: MilliGpu,
     /// Over-quota use: `used - reservation` when positive.
     share_num: u64,
+    /// Use per pool, for the pools the group has a quota on.
+    used_on: Vec<(u32, MilliGpu)>,
+}
+
+impl GroupState {
+    fn new(policy: &GroupPolicy) -> GroupState {
+        GroupState {
+            used: 0,
+            share_num: 0,
+            used_on: policy.pool_quotas.iter().map(|q| (q.pool, 0)).collect(),
+        }
+    }
+
+    /// A job of `gpus` placed on `pool` (or, with `sign` -1, taken off it).
+    fn place(&mut self, pool: u32, gpus: MilliGpu, sign: i64) {
+        self.used = (self.used as i64 + sign * gpus as i64) as MilliGpu;
+        if let Some(e) = self.used_on.iter_mut().find(|e| e.0 == pool) {
+            e.1 = (e.1 as i64 + sign * gpus as i64) as MilliGpu;
+        }
+    }
+
+    fn on(&self, pool: u32) -> MilliGpu {
+        self.used_on.iter().find(|e| e.0 == pool).map_or(0, |e| e.1)
+    }
+
+    /// Whether the group's quota on `pool` lets a job of `gpus` run there: within its limit
+    /// there, and within its reservation there when `in_quota`.
+    fn allows(&self, policy: &GroupPolicy, pool: u32, gpus: MilliGpu, in_quota: bool) -> bool {
+        match policy.quota_on(pool) {
+            None => true,
+            Some(q) => {
+                let after = self.on(pool) + gpus;
+                after <= q.limit && (!in_quota || after <= q.reservation)
+            }
+        }
+    }
 }
 
 fn over(used: MilliGpu, reservation: MilliGpu) -> MilliGpu {
@@ -98,14 +134,7 @@ fn over(used: MilliGpu, reservation: MilliGpu) -> MilliGpu {
 /// Runs one scheduling cycle.
 pub fn schedule(s: &Snapshot) -> Decisions {
     let mut pools: Vec<PoolState> = s.pools.iter().map(PoolState::new).collect();
-    let mut groups: Vec<GroupState> = s
-        .groups
-        .iter()
-        .map(|_| GroupState {
-            used: 0,
-            share_num: 0,
-        })
-        .collect();
+    let mut groups: Vec<GroupState> = s.groups.iter().map(GroupState::new).collect();
     let group_of = |queue: u32| s.queues.get(queue as usize).map(|q| q.group as usize);
 
     // Current allocations.
@@ -114,7 +143,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             p.apply(&r.placement, &r.demand(), 1);
         }
         if let Some(g) = group_of(r.queue) {
-            groups[g].used += r.gpus;
+            groups[g].place(r.placement.pool, r.gpus, 1);
         }
     }
     for (g, st) in groups.iter_mut().enumerate() {
@@ -129,18 +158,25 @@ pub fn schedule(s: &Snapshot) -> Decisions {
     let mut holds: Vec<(usize, MilliGpu)> = Vec::new();
     let mut borrowers: Vec<Vec<usize>> = vec![Vec::new(); s.groups.len()];
 
-    let place = |pools: &[PoolState], q: &Queue, job: &PendingJob, in_quota: bool| {
-        let asker = Asker {
-            job: job.id,
-            group: q.group,
-            in_quota,
+    // Room on the first of the queue's pools that has it and where the group's pool quota
+    // lets the job in (within its reservation there when `in_quota`).
+    let place =
+        |pools: &[PoolState], group: &GroupState, q: &Queue, job: &PendingJob, in_quota: bool| {
+            let asker = Asker {
+                job: job.id,
+                group: q.group,
+                in_quota,
+            };
+            let policy = &s.groups[q.group as usize];
+            q.pools.iter().find_map(|&p| {
+                if !group.allows(policy, p, job.gpus, in_quota) {
+                    return None;
+                }
+                pools
+                    .get(p as usize)
+                    .and_then(|ps| ps.find(p, &job.demand(), asker))
+            })
         };
-        q.pools.iter().find_map(|&p| {
-            pools
-                .get(p as usize)
-                .and_then(|ps| ps.find(p, &job.demand(), asker))
-        })
-    };
     // Nodes where victims are still stopping are kept for the group they stop for: what they
     // free, and any room beside them, goes to its starving job, not to whoever comes first.
     let pending_ids: std::collections::HashSet<u64> = s.pending.iter().map(|j| j.id).collect();
@@ -173,7 +209,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             }
             // Reclaimed for its reservation, or (beyond it) for its group's fair share.
             let over_quota = groups[g].used + job.gpus > s.groups[g].reservation;
-            if let Some(pl) = place(&pools, q, job, !over_quota) {
+            if let Some(pl) = place(&pools, &groups[g], q, job, !over_quota) {
                 admit(
                     &mut pools[pl.pool as usize],
                     &mut groups[g],
@@ -249,8 +285,12 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             });
             continue;
         }
-        if used + job.gpus <= policy.reservation {
-            match place(&pools, q, job, true) {
+        let in_quota_somewhere = q
+            .pools
+            .iter()
+            .any(|&p| groups[g].allows(policy, p, job.gpus, true));
+        if used + job.gpus <= policy.reservation && in_quota_somewhere {
+            match place(&pools, &groups[g], q, job, true) {
                 Some(pl) => {
                     admit(
                         &mut pools[pl.pool as usize],
@@ -269,6 +309,21 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                         victims: stopping_for[&job.id].clone(),
                     });
                 }
+                // Within its reservation only on some pools (its pool quotas): it may still
+                // borrow on the others before it reclaims.
+                None if !policy.pool_quotas.is_empty() && may_borrow(q, policy, job) => {
+                    match place(&pools, &groups[g], q, job, false) {
+                        Some(pl) => admit(
+                            &mut pools[pl.pool as usize],
+                            &mut groups[g],
+                            &mut out,
+                            job,
+                            pl,
+                            true,
+                        ),
+                        None => starving.push(i),
+                    }
+                }
                 None => starving.push(i),
             }
             continue;
@@ -277,7 +332,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             // A borrower below its fair share whose victims are still stopping: it starts if
             // room turned up elsewhere, or waits for them (no second round); either way the
             // capacity stays counted for its group.
-            match place(&pools, q, job, false) {
+            match place(&pools, &groups[g], q, job, false) {
                 Some(pl) => admit(
                     &mut pools[pl.pool as usize],
                     &mut groups[g],
@@ -375,7 +430,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 });
                 continue;
             }
-            if let Some(pl) = place(&pools, q, job, false) {
+            if let Some(pl) = place(&pools, &groups[g], q, job, false) {
                 admit(
                     &mut pools[pl.pool as usize],
                     &mut groups[g],
@@ -456,7 +511,7 @@ fn admit(
     over_quota: bool,
 ) {
     pool.apply(&pl, &job.demand(), 1);
-    group.used += job.gpus;
+    group.place(pl.pool, job.gpus, 1);
     out.admits.push(Admit {
         job: job.id,
         placement: pl,

@@ -43,6 +43,24 @@ pub struct GroupPolicy {
     pub limit: MilliGpu,
     pub over_quota_weight: u32,
     pub over_quota_allowed: bool,
+    /// Per-pool quotas, beside the overall reservation and limit (see "Per-pool quotas" in
+    /// the module docs).
+    pub pool_quotas: Vec<PoolQuota>,
+}
+
+/// A group's quota on one pool: its use there never exceeds `limit`, and only `reservation`
+/// of it there counts as within its reservation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolQuota {
+    pub pool: u32,
+    pub reservation: MilliGpu,
+    pub limit: MilliGpu,
+}
+
+impl GroupPolicy {
+    pub fn quota_on(&self, pool: u32) -> Option<&PoolQuota> {
+        self.pool_quotas.iter().find(|q| q.pool == pool)
+    }
 }
 
 #[derive(Clone, Debug, Default)]

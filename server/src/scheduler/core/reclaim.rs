@@ -195,7 +195,11 @@ pub(super) fn reclaim(
                         over(groups[vg].used - r.gpus, s.groups[vg].reservation) as u64 >= fair[vg]
                     }
                 };
-                if !taken[v] && keeps_share && q.pools.contains(&r.placement.pool) {
+                // Only where its group's pool quota lets the job in (within its
+                // reservation there for an in-quota claim).
+                let pool = r.placement.pool;
+                let allowed = groups[g].allows(&s.groups[g], pool, job.gpus, in_quota);
+                if !taken[v] && keeps_share && allowed && q.pools.contains(&pool) {
                     victim = Some(v);
                     break;
                 }
@@ -208,7 +212,7 @@ pub(super) fn reclaim(
             };
             let r = &s.running[v];
             pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), -1);
-            groups[vg].used -= r.gpus;
+            groups[vg].place(r.placement.pool, r.gpus, -1);
             chosen.push(v);
             if cursor[vg] < lists[vg].len() {
                 let (num, w) = share(vg, groups);
@@ -231,7 +235,7 @@ pub(super) fn reclaim(
             for &v in &chosen {
                 let r = &s.running[v];
                 pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), 1);
-                groups[group_of(r.queue)].used += r.gpus;
+                groups[group_of(r.queue)].place(r.placement.pool, r.gpus, 1);
             }
             cursor = saved_cursor;
             for g2 in chosen.iter().map(|&v| group_of(s.running[v].queue)) {
@@ -262,7 +266,7 @@ pub(super) fn reclaim(
                     continue;
                 }
             }
-            groups[vg].used += r.gpus;
+            groups[vg].place(r.placement.pool, r.gpus, 1);
             // Examined once per cycle: an unneeded victim is a candidate again next cycle.
             reclaimable[r.placement.pool as usize] -= r.gpus as u64;
             let (num, w) = share(vg, groups);
@@ -273,13 +277,13 @@ pub(super) fn reclaim(
         // not placed yet, and the node is held for the job, so that no other job
         // takes the room beside the victims that the job needs too.
         pools[pl.pool as usize].hold(pl.node as usize, Holder::Reclaim(job.id));
-        groups[g].used += job.gpus;
+        groups[g].place(pl.pool, job.gpus, 1);
         let mut ids = Vec::with_capacity(kept.len());
         for v in kept {
             let r = &s.running[v];
             let vg = group_of(r.queue);
             pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), 1);
-            groups[vg].used += r.gpus;
+            groups[vg].place(r.placement.pool, r.gpus, 1);
             taken[v] = true;
             reclaimable[r.placement.pool as usize] -= r.gpus as u64;
             out.preempts.push(Preempt {

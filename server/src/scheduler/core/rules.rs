@@ -121,6 +121,8 @@ pub fn over_quota_jobs(s: &Snapshot) -> Vec<bool> {
             .then(x.id.cmp(&y.id))
     });
     let mut used = vec![0u32; s.groups.len()];
+    // Per (group, pool) for pools the group has a quota on.
+    let mut used_on: std::collections::HashMap<(usize, u32), MilliGpu> = Default::default();
     let mut over_flags = vec![false; s.running.len()];
     for i in idx {
         let r = &s.running[i];
@@ -129,7 +131,16 @@ pub fn over_quota_jobs(s: &Snapshot) -> Vec<bool> {
         };
         let g = q.group as usize;
         used[g] += r.gpus;
-        over_flags[i] = used[g] > s.groups[g].reservation;
+        let pool = r.placement.pool;
+        let beyond_pool = match s.groups[g].quota_on(pool) {
+            Some(pq) => {
+                let on = used_on.entry((g, pool)).or_default();
+                *on += r.gpus;
+                *on > pq.reservation
+            }
+            None => false,
+        };
+        over_flags[i] = used[g] > s.groups[g].reservation || beyond_pool;
     }
     over_flags
 }

@@ -156,6 +156,7 @@ pub(crate) async fn load(
             limit: clamp(r.try_get("limit_milli")?),
             over_quota_weight: clamp(r.try_get("over_quota_weight")?).max(1),
             over_quota_allowed: r.try_get::<i64, _>("over_quota_allowed")? != 0,
+            pool_quotas: Vec::new(),
         });
         groups.push(GroupInfo {
             id: r.try_get("group_id")?,
@@ -164,6 +165,24 @@ pub(crate) async fn load(
             exceed_users: serde_json::from_str(&r.try_get::<String, _>("exceed_users")?)
                 .unwrap_or_default(),
         });
+    }
+    // Per-pool quotas of the groups' policies.
+    let quota_rows = sqlx::query(
+        "SELECT policy_id, pool_id, reservation_milli, limit_milli FROM policy_pools ORDER BY policy_id, pool_id",
+    )
+    .fetch_all(&store.pool)
+    .await?;
+    for r in &quota_rows {
+        let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
+        let policy: String = r.try_get("policy_id")?;
+        let pool: String = r.try_get("pool_id")?;
+        if let (Some(&g), Some(&pool)) = (policy_group.get(&policy), pool_index.get(&pool)) {
+            snap.groups[g as usize].pool_quotas.push(core::PoolQuota {
+                pool,
+                reservation: clamp(r.try_get("reservation_milli")?),
+                limit: clamp(r.try_get("limit_milli")?),
+            });
+        }
     }
     let queue_rows = sqlx::query(
         "SELECT id, policy_id, pools, over_quota, min_runtime_ms FROM queues ORDER BY id",

@@ -19,7 +19,7 @@ use super::core::*;
 
 use oracles::{
     allowed_now, behind, check_capacity, fits_somewhere, free_capacity, free_host, held_jobs,
-    within_reservation, KeptFor,
+    used_on_pools, within_reservation, KeptFor,
 };
 use starvation::large_job_start;
 use world::{arb_world, World};
@@ -147,6 +147,7 @@ proptest! {
             {
                 let free = free_capacity(&next);
                 let host = free_host(&next);
+                let on_pools = used_on_pools(&next);
                 let mut used = vec![0u32; next.groups.len()];
                 // Who each node is kept for: victims still stopping keep theirs for the job
                 // they stop for (while it waits; else for its group), and held jobs theirs.
@@ -191,19 +192,25 @@ proptest! {
                         continue;
                     }
                     let g = &next.groups[group as usize];
-                    let in_quota = used[group as usize] + j.gpus <= g.reservation;
+                    // Within its reservation on a pool: overall, and there if it has a quota there.
+                    let in_quota = |pool: u32| {
+                        used[group as usize] + j.gpus <= g.reservation
+                            && g.pool_quotas.iter().find(|q| q.pool == pool).is_none_or(|q| {
+                                on_pools.get(&(group, pool)).copied().unwrap_or(0) + j.gpus <= q.reservation
+                            })
+                    };
                     let closed: HashSet<(u32, u32)> = kept
                         .iter()
-                        .filter(|(_, who)| {
+                        .filter(|((pool, _), who)| {
                             // Closed unless every holder lets it in.
                             !who.iter().all(|&(job, g, soft)| {
-                                job == Some(j.id) || g == Some(group) || (soft && in_quota)
+                                job == Some(j.id) || g == Some(group) || (soft && in_quota(*pool))
                             })
                         })
                         .map(|(k, _)| *k)
                         .collect();
                     prop_assert!(
-                        !(allowed_now(&next, &used, j) && fits_somewhere(&next, &free, &host, &closed, j)),
+                        !(allowed_now(&next, &used, j) && fits_somewhere(&next, &free, &host, &closed, &used, j)),
                         "cycle {}: job {} ({} milli, {} MiB) waits with room for it: {:?}\n{}",
                         cycle, j.id, j.gpus, j.memory_mb,
                         d.waiting.iter().find(|(id, _)| *id == j.id), trace.join("\n")

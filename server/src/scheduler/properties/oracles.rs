@@ -105,11 +105,35 @@ pub(super) fn check_capacity(s: &Snapshot) -> Result<(), TestCaseError> {
             s.groups[g].limit
         );
     }
+    for ((g, p), u) in used_on_pools(s) {
+        if let Some(q) = s.groups[g as usize]
+            .pool_quotas
+            .iter()
+            .find(|q| q.pool == p)
+        {
+            prop_assert!(
+                u <= q.limit,
+                "group {g} uses {u} on pool {p} over its limit there {}",
+                q.limit
+            );
+        }
+    }
     Ok(())
 }
 
+/// What each group runs on each pool.
+pub(super) fn used_on_pools(s: &Snapshot) -> HashMap<(u32, u32), u32> {
+    let mut on = HashMap::new();
+    for r in &s.running {
+        *on.entry((s.queues[r.queue as usize].group, r.placement.pool))
+            .or_default() += r.gpus;
+    }
+    on
+}
+
 /// The running jobs within their group's reservation: per group, non-preemptible first, then
-/// priority (high first), then start (early first), counted until the reservation is full.
+/// priority (high first), then start (early first), counted until the reservation is full
+/// (and, on a pool the group has a quota on, until its reservation there is full).
 pub(super) fn within_reservation(s: &Snapshot) -> HashSet<u64> {
     let mut by_group: HashMap<u32, Vec<&RunningJob>> = HashMap::new();
     for r in &s.running {
@@ -122,9 +146,17 @@ pub(super) fn within_reservation(s: &Snapshot) -> HashSet<u64> {
     for (g, mut jobs) in by_group {
         jobs.sort_by_key(|r| (r.preemptible, -r.priority, r.started_at, r.id));
         let mut total = 0;
+        let mut on: HashMap<u32, u32> = HashMap::new();
         for r in jobs {
             total += r.gpus;
-            if total <= s.groups[g as usize].reservation {
+            let here = on.entry(r.placement.pool).or_default();
+            *here += r.gpus;
+            let pool_ok = s.groups[g as usize]
+                .pool_quotas
+                .iter()
+                .find(|q| q.pool == r.placement.pool)
+                .is_none_or(|q| *here <= q.reservation);
+            if total <= s.groups[g as usize].reservation && pool_ok {
                 inside.insert(r.id);
             }
         }
@@ -139,10 +171,23 @@ pub(super) fn fits_somewhere(
     free: &HashMap<(u32, u32, u32), (i64, i64)>,
     host: &HashMap<(u32, u32), (i64, i64)>,
     held: &HashSet<(u32, u32)>,
+    used: &[u32],
     job: &PendingJob,
 ) -> bool {
     let q = &s.queues[job.queue as usize];
+    let on = used_on_pools(s);
+    let g = &s.groups[q.group as usize];
+    let after = used[q.group as usize] + job.gpus;
     q.pools.iter().any(|&p| {
+        // The group's quota on the pool: within its limit there, and within its reservation
+        // there unless the job may borrow.
+        if let Some(pq) = g.pool_quotas.iter().find(|x| x.pool == p) {
+            let here = on.get(&(q.group, p)).copied().unwrap_or(0) + job.gpus;
+            let in_quota = after <= g.reservation && here <= pq.reservation;
+            if here > pq.limit || !(in_quota || may_borrow(s, job)) {
+                return false;
+            }
+        }
         s.pools[p as usize]
             .nodes
             .iter()
@@ -175,12 +220,18 @@ pub(super) fn allowed_now(s: &Snapshot, used: &[u32], job: &PendingJob) -> bool 
     let q = &s.queues[job.queue as usize];
     let g = &s.groups[q.group as usize];
     let after = used[q.group as usize] + job.gpus;
-    let may_borrow = q.over_quota
+    after <= g.limit && (after <= g.reservation || may_borrow(s, job))
+}
+
+/// Queue, group, user and job all allow borrowing, and the group's weight is not 0.
+fn may_borrow(s: &Snapshot, job: &PendingJob) -> bool {
+    let q = &s.queues[job.queue as usize];
+    let g = &s.groups[q.group as usize];
+    q.over_quota
         && g.over_quota_allowed
         && job.may_exceed
         && job.preemptible
-        && g.over_quota_weight > 0;
-    after <= g.limit && (after <= g.reservation || may_borrow)
+        && g.over_quota_weight > 0
 }
 
 /// Per group, the job capacity is held for: the first pending job in order (priority high

@@ -26,8 +26,18 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
         prop::sample::select(vec![0u32, 0, 64_000, 256_000]),
     );
     let pools = prop::collection::vec(prop::collection::vec(node, 1..4), 1..3);
-    let groups =
-        prop::collection::vec((0u32..5, 0u32..5, 0u32..4, prop::bool::weighted(0.8)), 1..5);
+    // Groups: reservation, extra limit, weight, may borrow, and maybe a quota on pool 0
+    // (its reservation and extra limit there).
+    let groups = prop::collection::vec(
+        (
+            0u32..5,
+            0u32..5,
+            0u32..4,
+            prop::bool::weighted(0.8),
+            prop::option::weighted(0.3, (0u32..3, 0u32..3)),
+        ),
+        1..5,
+    );
     (pools, groups, 0u32..3)
         .prop_flat_map(|(pools, groups, stop_delay)| {
             let npools = pools.len() as u32;
@@ -111,12 +121,20 @@ pub(super) fn arb_world() -> impl Strategy<Value = World> {
                     .collect(),
                 groups: groups
                     .into_iter()
-                    .map(|(r, extra, w, allowed)| GroupPolicy {
+                    .map(|(r, extra, w, allowed, quota)| GroupPolicy {
                         tenant: 0,
                         reservation: r * 1000,
                         limit: (r + extra) * 1000,
                         over_quota_weight: w,
                         over_quota_allowed: allowed,
+                        pool_quotas: quota
+                            .map(|(pr, pe)| PoolQuota {
+                                pool: 0,
+                                reservation: (pr * 1000).min((r + extra) * 1000),
+                                limit: ((pr + pe) * 1000).min((r + extra) * 1000),
+                            })
+                            .into_iter()
+                            .collect(),
                     })
                     .collect(),
                 queues: queues

@@ -346,3 +346,70 @@ fn a_waiting_fraction_is_told_it_lacks_gpu_memory() {
         "{d:?}"
     );
 }
+
+fn quota(pool: u32, reservation: MilliGpu, limit: MilliGpu) -> PoolQuota {
+    PoolQuota {
+        pool,
+        reservation,
+        limit,
+    }
+}
+
+#[test]
+fn a_pool_quota_caps_the_group_there_and_the_rest_spills_over() {
+    // Overall the group may use 8 GPUs, but at most 2 on pool 0; its queue spills to pool 1.
+    let mut g = group(8000, 8000, 1);
+    g.pool_quotas = vec![quota(0, 2000, 2000)];
+    let mut s = snapshot(
+        vec![pool(1, 4), pool(1, 4)],
+        vec![g],
+        vec![queue(0, &[0, 1])],
+    );
+    s.pending = (1..=4).map(|i| job(i, 0, 1000)).collect();
+    let d = schedule(&s);
+    let on = |p: u32| d.admits.iter().filter(|a| a.placement.pool == p).count();
+    assert_eq!((on(0), on(1)), (2, 2), "{d:?}");
+}
+
+#[test]
+fn beyond_its_pool_reservation_a_job_is_over_quota_there_and_may_be_reclaimed() {
+    // Group 0 reserves 4 GPUs overall but only 1 on pool 0, where it runs 2: the later one is
+    // over-quota there. Group 1, owed 1 GPU on pool 0, reclaims exactly that one.
+    let mut g0 = group(4000, 4000, 1);
+    g0.pool_quotas = vec![quota(0, 1000, 2000)];
+    let mut s = snapshot(
+        vec![pool(1, 2)],
+        vec![g0, group(1000, 1000, 1)],
+        vec![queue(0, &[0]), queue(1, &[0])],
+    );
+    s.running = vec![
+        running(10, 0, 1000, 0, &[0], 0),
+        running(11, 0, 1000, 0, &[1], 10),
+    ];
+    assert_eq!(over_quota_jobs(&s), vec![false, true]);
+    s.pending = vec![job(1, 1, 1000)];
+    let d = schedule(&s);
+    assert_eq!(d.preempts.len(), 1, "{d:?}");
+    assert_eq!(d.preempts[0].victim, 11);
+}
+
+#[test]
+fn a_job_beyond_its_pool_reservation_borrows_instead_of_reclaiming() {
+    // Group 0 is within its overall reservation, but its reservation on the only pool is used
+    // up: it borrows (here: nothing idle) and preempts no one.
+    let mut g0 = group(4000, 4000, 1);
+    g0.pool_quotas = vec![quota(0, 1000, 4000)];
+    let mut s = snapshot(
+        vec![pool(1, 2)],
+        vec![g0, group(0, 1000, 1)],
+        vec![queue(0, &[0]), queue(1, &[0])],
+    );
+    s.running = vec![
+        running(10, 0, 1000, 0, &[0], 0),
+        running(11, 1, 1000, 0, &[1], 0),
+    ];
+    s.pending = vec![job(1, 0, 1000)];
+    let d = schedule(&s);
+    assert!(d.preempts.is_empty(), "{d:?}");
+    assert_eq!(reason_of(&d, 1), Some(&WaitReason::NoIdleCapacity));
+}

@@ -40,7 +40,9 @@ pub fn pending_order(s: &Snapshot) -> Vec<usize> {
         .collect();
     let mut merged = Vec::with_capacity(order.len());
     while let Some(std::cmp::Reverse((_, r))) = heap.pop() {
-        let (first, rest) = runs[r].split_first().expect("runs are not empty");
+        let Some((first, rest)) = runs[r].split_first() else {
+            continue;
+        };
         merged.push(*first);
         runs[r] = rest;
         if let Some(&next) = rest.first() {

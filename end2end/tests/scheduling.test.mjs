@@ -41,6 +41,21 @@ test('a builder submits a job, reads why it waits, aborts it, and follows a job 
   assert.match(why, /idle GPUs|reserved GPUs|limit/, why);
   await shot(page, 'portal-jobs');
 
+  // Its page says where it stands: its place in its queue, the GPUs it waits for, its group.
+  await page.click(`a:has-text("${name}")`);
+  await page.waitForSelector('[data-testid=job-waiting]');
+  const waiting = await page.textContent('[data-testid=job-waiting]');
+  assert.match(waiting, /Place in queue\s*\d+ of \d+/, waiting);
+  assert.match(waiting, /Waits for\s*4 GPUs/, waiting);
+  assert.match(waiting, /Fair share to borrow/, waiting);
+  await shot(page, 'job-waiting');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await shot(page, 'job-waiting-phone');
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`${BASE}/portal`);
+  await page.waitForSelector(`[data-job="${name}"]`);
+  await hydrated(page);
+
   // Abort it: it ends at once, without a page reload.
   await page.evaluate(() => { window.__noReload = true; });
   await row.locator('button:has-text("Abort")').click();

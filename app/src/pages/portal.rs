@@ -7,7 +7,7 @@ use leptos_router::hooks::use_params_map;
 
 use super::policy::{gpus, live_tick};
 use crate::api::{load_job, load_portal, AbortJobForm, SubmitJobForm};
-use crate::model::{Job, JobState, PortalOverview, StopReason};
+use crate::model::{Job, JobState, PortalOverview, StopReason, Waiting};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -294,6 +294,7 @@ pub fn JobPage() -> impl IntoView {
                             {(j.state == JobState::Queued).then(|| j.wait_reason.clone().map(|w| view! {
                                 <div class="mb-4 rounded-md border border-amber-200 bg-amber-50 px-4 py-3 text-sm text-amber-900" data-testid="job-wait">{w}</div>
                             }))}
+                            {d.waiting.map(|w| view! { <WaitCard w/> })}
                             <div class="grid gap-6 lg:grid-cols-3">
                                 <Card title="Job">
                                     <dl class="grid grid-cols-3 gap-2 text-sm">
@@ -339,5 +340,39 @@ pub fn JobPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// Where a queued job stands: its place in its queue, its group's GPUs against reservation,
+/// limit and fair share, who borrows on its pools, and the jobs stopping for it.
+#[component]
+fn WaitCard(w: Waiting) -> impl IntoView {
+    let row = |label: &'static str, value: String| {
+        view! { <dt class="text-slate-500">{label}</dt><dd class="col-span-2 tabular-nums">{value}</dd> }
+    };
+    view! {
+        <div class="mb-6" data-testid="job-waiting">
+            <Card title="Why it waits">
+                <dl class="grid grid-cols-3 gap-2 text-sm">
+                    {row("Place in queue", format!("{} of {}", w.position, w.queue_waiting))}
+                    {row("Waits for", format!("{} GPUs", gpus(w.gpu_milli)))}
+                    {row("Group", w.group_name.clone())}
+                    {row("Group uses", format!("{} GPUs ({} borrowed)", gpus(w.group_used_milli), gpus(w.group_over_quota_milli)))}
+                    {row("Reserved / limit", format!("{} / {} GPUs", gpus(w.group_reservation_milli), gpus(w.group_limit_milli)))}
+                    {row("Fair share to borrow", format!("{} GPUs", gpus(w.group_fair_share_milli)))}
+                    {(!w.victims.is_empty()).then(|| row("Stopping for it", w.victims.join(", ")))}
+                </dl>
+                {(!w.borrowers.is_empty()).then(|| view! {
+                    <table class=format!("{TABLE} mt-4") data-testid="borrowers-table">
+                        <thead><tr><th class=TH>"Borrowing on its pools"</th><th class=TH>"GPUs"</th></tr></thead>
+                        <tbody class="divide-y divide-slate-100">
+                            {w.borrowers.iter().map(|b| view! {
+                                <tr><td class=TD>{b.group_name.clone()}</td><td class=format!("{TD} tabular-nums")>{gpus(b.gpu_milli)}</td></tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                })}
+            </Card>
+        </div>
     }
 }

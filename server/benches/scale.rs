@@ -5,16 +5,19 @@
 //!
 //! `cargo bench -p switchyard --bench scale` (PostgreSQL at SWITCHYARD_TEST_POSTGRES or
 //! 127.0.0.1:5432, a fresh schema per row). SCALE_N lists the waiting jobs per row (default
-//! `0,10000,100000`), SCALE_STORES the stores (default `sqlite,postgres`).
+//! `0,10000,100000`), SCALE_STORES the stores (default `sqlite,postgres`). SCALE_EXTRA_SQL
+//! (statements separated by `;`) runs once on each fresh database before anything else, to
+//! try an index, say.
 //!
 //! Setup per row: `demo::seed` (three tenants, two simulated pools, four queues, 21 jobs);
 //! acme adds a simulated pool of 1,250 nodes × 8 GPUs and a queue on it for its inference
 //! group (the job that fits goes there); then N copies of one of dan's jobs are written
 //! straight into the store (in batches, with the template's wait reason) in the `etl` queue,
 //! whose group is at its limit, so they wait. The row starts once the Policy Manager's
-//! overview counts them all. Idle CPU is this process's user + system time over 5 s with no
-//! request (PostgreSQL's own CPU is not in it); the cycle is the median of the driver's cycles
-//! from the start of the idle window to the end of the row.
+//! overview counts them all and the driver has run two cycles after its overlap window. Idle
+//! CPU is this process's user + system time over 5 s with no request (PostgreSQL's own CPU is
+//! not in it); the cycle is the median of the driver's cycles from the start of the idle
+//! window to the end of the row.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -101,6 +104,32 @@ async fn cookie(router: &axum::Router, username: &str) -> String {
     set.split(';').next().unwrap().to_string()
 }
 
+/// User + system CPU ticks per thread (name, ticks), to see what runs while idle.
+fn thread_ticks() -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let name = stat
+            .split_once('(')
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        out.push((
+            t.file_name().to_string_lossy().into_owned(),
+            name,
+            ticks(11) + ticks(12),
+        ));
+    }
+    out
+}
+
 /// User + system CPU time of this process, in seconds.
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -138,23 +167,25 @@ where
 /// reason) in batches.
 async fn copy_jobs(store: &Store, template: &str, n: usize) {
     const COLS: &str = "tenant_id, queue_id, group_id, user_id, username, command, image, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
-        abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, wait_code, wait_reason, submitted_at, queued_at, updated_at";
+        abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, wait_code, wait_reason, submitted_at, queued_at";
     let mut done = 0;
     let mut tx = store.pool.begin().await.unwrap();
     while done < n {
         let rows = (n - done).min(190);
         let values = (0..rows)
-            .map(|r| format!("(${}, ${})", 2 + 2 * r, 3 + 2 * r))
+            .map(|r| format!("(${}, ${})", 3 + 2 * r, 4 + 2 * r))
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "INSERT INTO jobs (id, name, {COLS}) SELECT v.column1, v.column2, {} FROM (VALUES {values}) AS v CROSS JOIN jobs t WHERE t.id = $1",
+            "INSERT INTO jobs (id, name, {COLS}, updated_at) SELECT v.column1, v.column2, {}, $2 FROM (VALUES {values}) AS v CROSS JOIN jobs t WHERE t.id = $1",
             COLS.split(',')
                 .map(|c| format!("t.{}", c.trim()))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut q = sqlx::query(&sql).bind(template.to_string());
+        let mut q = sqlx::query(&sql)
+            .bind(template.to_string())
+            .bind(store.now());
         for i in done..done + rows {
             q = q.bind(new_id()).bind(format!("etl-wait-{i}"));
         }
@@ -166,6 +197,7 @@ async fn copy_jobs(store: &Store, template: &str, n: usize) {
 
 struct Figures {
     idle_cpu: f64,
+    idle_cycles: usize,
     policy: f64,
     portal: f64,
     jobs: f64,
@@ -175,6 +207,11 @@ struct Figures {
 
 async fn run(url: &str, n: usize) -> Figures {
     let store = Store::connect(url).await.unwrap();
+    if let Ok(sql) = std::env::var("SCALE_EXTRA_SQL") {
+        for stmt in sql.split(';').filter(|s| !s.trim().is_empty()) {
+            sqlx::query(stmt).execute(&store.pool).await.unwrap();
+        }
+    }
     assert!(switchyard::demo::seed(&store).await.unwrap());
     let config = Config::default();
     let state = switchyard::state(store.clone(), config);
@@ -222,6 +259,7 @@ async fn run(url: &str, n: usize) -> Figures {
         .fetch_one(&store.pool)
         .await
         .unwrap();
+    let mut copied = None;
     let waiting = if n > 0 {
         let (s, j) = json_call(&router, Method::POST, "/api/v1/jobs", &dan, Some(json!({"queue_id": etl, "name": "etl-wait", "command": "x", "duration_ms": 3_600_000}))).await;
         assert_eq!(s, StatusCode::CREATED, "{j}");
@@ -241,6 +279,7 @@ async fn run(url: &str, n: usize) -> Figures {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         copy_jobs(&store, &id, n - 1).await;
+        copied = Some(Instant::now());
         n
     } else {
         0
@@ -281,15 +320,36 @@ async fn run(url: &str, n: usize) -> Figures {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // The driver re-reads rows changed within its overlap window (5 s) each cycle: the row
+    // starts once the copies are past it and two more cycles have run (a steady state).
+    if let Some(at) = copied {
+        tokio::time::sleep_until((at + Duration::from_secs(6)).into()).await;
+        let stats = &state.scheduler.stats;
+        let c = stats.cycles.load(std::sync::atomic::Ordering::Relaxed);
+        while stats.cycles.load(std::sync::atomic::Ordering::Relaxed) < c + 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let alice_web = cookie(&router, "alice").await;
     let dan_web = cookie(&router, "dan").await;
     // Let what the setup started settle, then measure an idle window.
     tokio::time::sleep(Duration::from_secs(2)).await;
     state.scheduler.stats.recent_cycles_us(true);
     let c0 = cpu_seconds();
+    let probe = std::env::var("SCALE_IDLE_PROBE").is_ok();
+    let t0 = if probe { thread_ticks() } else { Vec::new() };
     let w0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(5)).await;
+    if probe {
+        for (tid, name, after) in thread_ticks() {
+            let before = t0.iter().find(|t| t.0 == tid).map_or(0, |t| t.2);
+            if after > before {
+                eprintln!("idle: thread {tid} {name}: {} ticks", after - before);
+            }
+        }
+    }
     let idle_cpu = (cpu_seconds() - c0) / w0.elapsed().as_secs_f64() * 100.0;
+    let idle_cycles = state.scheduler.stats.recent_cycles_us(false).len();
 
     let (r, alice_web, dan_web, alice_token) = (&router, &alice_web, &dan_web, &alice);
     let policy = timed(15, || async move {
@@ -366,6 +426,7 @@ async fn run(url: &str, n: usize) -> Figures {
     store.pool.close().await;
     Figures {
         idle_cpu,
+        idle_cycles,
         policy,
         portal,
         jobs,
@@ -400,7 +461,7 @@ fn main() {
         sqlx::any::install_default_drivers();
         let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        println!("| store | waiting jobs | idle CPU (% of a core) | Policy Manager SSR p50 | member portal SSR p50 | GET /jobs?limit=50 p50 | submit → running p50 | driver cycle p50 |");
+        println!("| store | waiting jobs | idle CPU (% of a core, cycles in 5 s) | Policy Manager SSR p50 | member portal SSR p50 | GET /jobs?limit=50 p50 | submit → running p50 | driver cycle p50 |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|");
         for store in stores.split(',').map(str::trim) {
             for &n in &ns {
@@ -432,8 +493,8 @@ fn main() {
                     other => panic!("SCALE_STORES: unknown store {other}"),
                 };
                 println!(
-                    "| {store} | {n} | {:.1} % | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms | {:.1} ms |",
-                    row.idle_cpu, row.policy, row.portal, row.jobs, row.submit, row.cycle
+                    "| {store} | {n} | {:.1} % ({}) | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms | {:.1} ms |",
+                    row.idle_cpu, row.idle_cycles, row.policy, row.portal, row.jobs, row.submit, row.cycle
                 );
             }
         }

@@ -273,5 +273,7 @@ async fn overview(
     State(s): State<AppState>,
     Caller(p, _): Caller,
 ) -> ApiResult<Json<PolicyOverview>> {
-    Ok(Json(super::overview::overview(&s.store, &p).await?))
+    Ok(Json(
+        super::overview::overview(&s.store, &s.scheduler, &p).await?,
+    ))
 }

@@ -1,51 +1,42 @@
 //! What the Policy Manager and the builder portal show: capacity per pool (in quota, over
 //! quota, idle, reserved), use per group, queue statistics and recent preemptions. Computed
 //! from the same snapshot the scheduler decides on, so "over quota" means exactly what the
-//! core means by it. A tenant sees every pool it may use, the totals on shared pools (not who
-//! else uses them), and only its own groups, queues and jobs.
+//! core means by it: the counts the leading driver publishes each time it brings its snapshot
+//! up to date ([`Summary`]), or those of a snapshot loaded here when no driver leads in this
+//! process. A tenant sees every pool it may use, the totals on shared pools (not who else uses
+//! them), and only its own groups, queues and jobs.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlx::Row;
 
 use app::access::Action;
 use app::model::*;
 
-use super::core;
-use super::driver::{load, Loaded};
+use super::driver::{load, SchedulerHandle, Summary};
 use super::jobs::{list_jobs, JobFilter};
 use crate::http::error::ApiResult;
 use crate::http::require;
 use crate::policy::{list_pools, list_queues, usable_queues};
 use crate::store::Store;
 
-/// Per-group use from a loaded snapshot: (used, over quota, running, waiting), by group id.
-fn group_use(l: &Loaded) -> HashMap<String, (i64, i64, i64, i64)> {
-    let over = core::over_quota_jobs(&l.snap);
-    let mut out: HashMap<String, (i64, i64, i64, i64)> = HashMap::new();
-    for (i, r) in l.snap.running.iter().enumerate() {
-        let g = &l.groups[l.queue_group[r.queue as usize] as usize];
-        let e = out.entry(g.id.clone()).or_default();
-        e.0 += r.gpus as i64;
-        if over[i] {
-            e.1 += r.gpus as i64;
-        }
-        e.2 += 1;
+/// The scheduler's counts: those the driver published, or, when no driver leads in this
+/// process, those of a snapshot loaded now.
+async fn counts(store: &Store, sched: &SchedulerHandle) -> ApiResult<Arc<Summary>> {
+    if let Some(s) = sched.summary(store).await {
+        return Ok(s);
     }
-    for pj in &l.snap.pending {
-        let g = &l.groups[l.queue_group[pj.queue as usize] as usize];
-        out.entry(g.id.clone()).or_default().3 += 1;
-    }
-    out
+    let l = load(store, store.now(), 0).await?;
+    Ok(Arc::new(Summary::of(&l, 0)))
 }
 
 async fn groups_usage(
     store: &Store,
     p: &Principal,
-    l: &Loaded,
+    s: &Summary,
     only: Option<&[String]>,
 ) -> ApiResult<Vec<GroupUsage>> {
-    let uses = group_use(l);
     let rows = sqlx::query(
         "SELECT p.group_id, g.name, p.reservation_milli, p.limit_milli, p.over_quota_weight, p.over_quota_allowed
          FROM policies p JOIN groups g ON g.id = p.group_id WHERE p.tenant_id = $1 ORDER BY g.name",
@@ -59,7 +50,7 @@ async fn groups_usage(
         if only.is_some_and(|o| !o.contains(&gid)) {
             continue;
         }
-        let (used, over, running, waiting) = uses.get(&gid).copied().unwrap_or_default();
+        let u = s.groups.get(&gid).copied().unwrap_or_default();
         out.push(GroupUsage {
             group_id: gid,
             group_name: r.try_get("name")?,
@@ -67,28 +58,25 @@ async fn groups_usage(
             limit_milli: r.try_get("limit_milli")?,
             over_quota_weight: r.try_get("over_quota_weight")?,
             over_quota_allowed: r.try_get::<i64, _>("over_quota_allowed")? != 0,
-            used_milli: used,
-            over_quota_milli: over,
-            running,
-            waiting,
+            used_milli: u.used_milli,
+            over_quota_milli: u.over_quota_milli,
+            running: u.running,
+            waiting: u.waiting,
         });
     }
     Ok(out)
 }
 
 /// The Policy Manager's view of the caller's tenant.
-pub async fn overview(store: &Store, p: &Principal) -> ApiResult<PolicyOverview> {
+pub async fn overview(
+    store: &Store,
+    sched: &SchedulerHandle,
+    p: &Principal,
+) -> ApiResult<PolicyOverview> {
     require(p, Action::ViewPolicy)?;
     let now = store.now();
-    let l = load(store, now, 0).await?;
-    let over = core::over_quota_jobs(&l.snap);
     // Pools: totals over every tenant's jobs (capacity is shared), reservations of ours.
-    let mut in_q: HashMap<u32, i64> = HashMap::new();
-    let mut over_q: HashMap<u32, i64> = HashMap::new();
-    for (i, r) in l.snap.running.iter().enumerate() {
-        let m = if over[i] { &mut over_q } else { &mut in_q };
-        *m.entry(r.placement.pool).or_default() += r.gpus as i64;
-    }
+    let s = counts(store, sched).await?;
     let queues = list_queues(store, p).await?;
     let policies = sqlx::query("SELECT id, reservation_milli FROM policies WHERE tenant_id = $1")
         .bind(p.tenant_id())
@@ -111,14 +99,8 @@ pub async fn overview(store: &Store, p: &Principal) -> ApiResult<PolicyOverview>
     }
     let mut pools = Vec::new();
     for pool in list_pools(store, p).await? {
-        let idx = l
-            .pool_ids
-            .iter()
-            .position(|x| *x == pool.id)
-            .map(|i| i as u32);
         let total: i64 = pool.nodes.iter().map(|n| n.gpus as i64 * 1000).sum();
-        let in_quota = idx.and_then(|i| in_q.get(&i)).copied().unwrap_or(0);
-        let over_quota = idx.and_then(|i| over_q.get(&i)).copied().unwrap_or(0);
+        let (in_quota, over_quota) = s.pools.get(&pool.id).copied().unwrap_or_default();
         pools.push(PoolUsage {
             shared: pool.owner_tenant_id.is_none(),
             reserved_milli: reserved_at.get(&pool.id).copied().unwrap_or(0),
@@ -131,8 +113,8 @@ pub async fn overview(store: &Store, p: &Principal) -> ApiResult<PolicyOverview>
             idle_milli: (total - in_quota - over_quota).max(0),
         });
     }
-    let groups = groups_usage(store, p, &l, None).await?;
-    let queue_stats = queue_stats(store, p, &l, &queues, now).await?;
+    let groups = groups_usage(store, p, &s, None).await?;
+    let queue_stats = queue_stats(store, p, &s, &queues, now).await?;
     let preemptions = recent_preemptions(store, p).await?;
     Ok(PolicyOverview {
         pools,
@@ -145,23 +127,11 @@ pub async fn overview(store: &Store, p: &Principal) -> ApiResult<PolicyOverview>
 async fn queue_stats(
     store: &Store,
     p: &Principal,
-    l: &Loaded,
+    s: &Summary,
     queues: &[Queue],
     now: i64,
 ) -> ApiResult<Vec<QueueStats>> {
-    let mut running: HashMap<&str, i64> = HashMap::new();
-    let mut waiting: HashMap<&str, i64> = HashMap::new();
-    for j in &l.jobs {
-        if j.tenant_id != p.tenant_id() {
-            continue;
-        }
-        let m = if j.state == app::model::JobState::Queued {
-            &mut waiting
-        } else {
-            &mut running
-        };
-        *m.entry(j.queue_id.as_str()).or_default() += 1;
-    }
+    // `queues` are the caller's tenant's, so their counts are of its jobs only.
     let rows = sqlx::query(
         "SELECT queue_id, CAST(AVG(started_at - queued_at) AS BIGINT) AS avg_wait FROM jobs
          WHERE tenant_id = $1 AND started_at IS NOT NULL AND started_at >= $2 GROUP BY queue_id",
@@ -174,26 +144,23 @@ async fn queue_stats(
     for r in &rows {
         avg.insert(r.try_get("queue_id")?, r.try_get("avg_wait")?);
     }
-    let pool_names: HashMap<&str, &str> = l
-        .pool_ids
-        .iter()
-        .zip(&l.pool_names)
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
     Ok(queues
         .iter()
-        .map(|q| QueueStats {
-            queue_id: q.id.clone(),
-            name: q.name.clone(),
-            group_name: q.group_name.clone(),
-            pools: q
-                .pools
-                .iter()
-                .map(|id| pool_names.get(id.as_str()).unwrap_or(&"?").to_string())
-                .collect(),
-            running: running.get(q.id.as_str()).copied().unwrap_or(0),
-            waiting: waiting.get(q.id.as_str()).copied().unwrap_or(0),
-            avg_wait_ms: avg.get(&q.id).copied(),
+        .map(|q| {
+            let (running, waiting) = s.queues.get(&q.id).copied().unwrap_or_default();
+            QueueStats {
+                queue_id: q.id.clone(),
+                name: q.name.clone(),
+                group_name: q.group_name.clone(),
+                pools: q
+                    .pools
+                    .iter()
+                    .map(|id| s.pool_names.get(id).map_or("?", String::as_str).to_string())
+                    .collect(),
+                running,
+                waiting,
+                avg_wait_ms: avg.get(&q.id).copied(),
+            }
         })
         .collect())
 }
@@ -250,7 +217,11 @@ pub async fn recent_preemptions(store: &Store, p: &Principal) -> ApiResult<Vec<P
 }
 
 /// The builder portal: queues I may use, my latest jobs, my groups' quota and use.
-pub async fn portal(store: &Store, p: &Principal) -> ApiResult<PortalOverview> {
+pub async fn portal(
+    store: &Store,
+    sched: &SchedulerHandle,
+    p: &Principal,
+) -> ApiResult<PortalOverview> {
     require(p, Action::SubmitJobs)?;
     let queues = usable_queues(store, p).await?;
     let jobs = list_jobs(
@@ -271,8 +242,8 @@ pub async fn portal(store: &Store, p: &Principal) -> ApiResult<PortalOverview> {
     .bind(p.user_id())
     .fetch_all(&store.pool)
     .await?;
-    let l = load(store, store.now(), 0).await?;
-    let groups = groups_usage(store, p, &l, Some(&mine)).await?;
+    let s = counts(store, sched).await?;
+    let groups = groups_usage(store, p, &s, Some(&mine)).await?;
     // The same until this user's next job is stored (the newest comes first): a double
     // click, or a form posted twice, sends one key twice and creates one job.
     let newest = jobs.first().map(|j| j.id.as_str()).unwrap_or("none");

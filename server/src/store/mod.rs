@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,10 @@ pub struct Store {
     /// Signalled after a commit that changed what the scheduler decides on (the driver waits
     /// on it): domain operations say so with [`WriteTx::wake_scheduler`].
     pub scheduling_changed: Arc<tokio::sync::Notify>,
+    /// Counts the commits that signalled `scheduling_changed`: what the scheduler publishes
+    /// for the pages says which of them it includes (see
+    /// [`crate::scheduler::driver::SchedulerHandle::summary`]).
+    scheduling_generation: Arc<AtomicU64>,
     /// The time source ([`Clock::system`] unless a test swaps in a manual one).
     pub clock: Clock,
 }
@@ -49,6 +54,7 @@ pub struct WriteTx {
     _guard: Option<OwnedMutexGuard<()>>,
     /// The store's `scheduling_changed`, signalled on commit when `wake` is set.
     scheduling_changed: Arc<tokio::sync::Notify>,
+    scheduling_generation: Arc<AtomicU64>,
     wake: bool,
     now: i64,
 }
@@ -57,6 +63,7 @@ impl WriteTx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await?;
         if self.wake {
+            self.scheduling_generation.fetch_add(1, Ordering::SeqCst);
             self.scheduling_changed.notify_one();
         }
         Ok(())
@@ -163,6 +170,7 @@ impl Store {
             dialect,
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
             scheduling_changed: Default::default(),
+            scheduling_generation: Default::default(),
             clock: Clock::system(),
         })
     }
@@ -183,9 +191,22 @@ impl Store {
             tx,
             _guard: guard,
             scheduling_changed: self.scheduling_changed.clone(),
+            scheduling_generation: self.scheduling_generation.clone(),
             wake: false,
             now: self.clock.now_ms(),
         })
+    }
+
+    /// How many commits that change scheduling state this process has seen (a commit
+    /// counts once it is visible to readers).
+    pub fn scheduling_generation(&self) -> u64 {
+        self.scheduling_generation.load(Ordering::SeqCst)
+    }
+
+    /// Counts a committed scheduling change that did not wake the scheduler (the scheduler's
+    /// own), so that readers of its summary wait for one that includes it.
+    pub fn note_scheduling_change(&self) {
+        self.scheduling_generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Now, by the store's clock: what handlers, the driver and the CLI pass to domain code.

@@ -105,7 +105,10 @@ impl Backend for WebBackend {
         Ok(crate::tenancy::create_tenant(&self.state.store, p, meta, input).await?)
     }
     async fn policy_overview(&self, p: &Principal) -> Result<PolicyOverview, AppError> {
-        Ok(crate::scheduler::overview::overview(&self.state.store, p).await?)
+        Ok(
+            crate::scheduler::overview::overview(&self.state.store, &self.state.scheduler, p)
+                .await?,
+        )
     }
     async fn policy_config(&self, p: &Principal) -> Result<PolicyConfig, AppError> {
         crate::http::require(p, app::access::Action::ViewPolicy)?;
@@ -119,7 +122,7 @@ impl Backend for WebBackend {
         })
     }
     async fn portal_overview(&self, p: &Principal) -> Result<PortalOverview, AppError> {
-        Ok(crate::scheduler::overview::portal(&self.state.store, p).await?)
+        Ok(crate::scheduler::overview::portal(&self.state.store, &self.state.scheduler, p).await?)
     }
     async fn job_detail(&self, p: &Principal, job_id: &str) -> Result<JobDetail, AppError> {
         Ok(jobs::job_detail(&self.state.store, p, job_id).await?)

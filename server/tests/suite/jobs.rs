@@ -12,7 +12,8 @@ both_stores!(
     borrowing_jobs_are_preempted_requeued_and_resumed,
     waiting_jobs_say_why_and_aborts_end_them,
     fractions_pack_onto_one_gpu_and_spill_over,
-    a_restarted_scheduler_adopts_running_jobs
+    a_restarted_scheduler_adopts_running_jobs,
+    the_overview_counts_what_was_just_written
 );
 
 pub(crate) fn node(name: &str, gpus: u32) -> Value {
@@ -521,4 +522,55 @@ async fn a_restarted_scheduler_adopts_running_jobs(kind: Kind) {
         "adopted, not started twice"
     );
     app.finish().await;
+}
+
+/// The overview reads what the driver publishes: it includes a submit answered before it, and
+/// a job written by another process (no wake-up, as the CLI or another replica would) is
+/// counted and scheduled once the driver's refresh reads the changed row.
+async fn the_overview_counts_what_was_just_written(kind: Kind) {
+    let app = TestApp::with_scheduler(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let body = |name: &str, gpu: i64| json!({"queue_id": q, "name": name, "command": "x", "gpu_milli": gpu, "duration_ms": 600000});
+    let big = submit(&app, &s.member, body("big", 2000)).await;
+    wait_state(&app, &s.member, &big, "running").await;
+    let waiting = submit(&app, &s.member, body("small", 1000)).await;
+    let counts = |ov: &Value| {
+        let q = &ov["queues"][0];
+        (
+            q["running"].as_i64().unwrap(),
+            q["waiting"].as_i64().unwrap(),
+        )
+    };
+    let ov = app.get("/api/v1/scheduling/overview", &s.admin).await;
+    assert_eq!(counts(&ov.body), (1, 1), "{}", ov.text);
+    // A copy of the waiting job, written straight into the store.
+    let copy = switchyard::store::new_id();
+    sqlx::query(
+        "INSERT INTO jobs (id, name, tenant_id, queue_id, group_id, user_id, username, command, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
+            abort_timeout_ms, duration_ms, state, submitted_at, queued_at, updated_at)
+         SELECT $1, 'copy', tenant_id, queue_id, group_id, user_id, username, command, env, gpu_milli, gpu_memory_mb, priority_class, priority, preemptible,
+            abort_timeout_ms, duration_ms, 'queued', $2, $2, $2 FROM jobs WHERE id = $3",
+    )
+    .bind(&copy)
+    .bind(app.store().now())
+    .bind(&waiting)
+    .execute(&app.store().pool)
+    .await
+    .unwrap();
+    app.wait_for(
+        "/api/v1/scheduling/overview",
+        &s.admin,
+        "the copy counted",
+        |b| counts(b) == (1, 2),
+    )
+    .await;
+    let r = app
+        .post(&format!("/api/v1/jobs/{big}/abort"), &s.member, json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    wait_state(&app, &s.member, &waiting, "running").await;
+    wait_state(&app, &s.member, &copy, "running").await;
+    let ov = app.get("/api/v1/scheduling/overview", &s.admin).await;
+    assert_eq!(counts(&ov.body), (2, 0), "{}", ov.text);
 }

@@ -1,17 +1,9 @@
 //! Committing a cycle's decisions (admissions, preemptions, wait reasons) and launching
 //! admitted jobs: each in one transaction with its job events and audit entries.
 
+use super::rows::{admit_rows, insert_events, placeholders, value_rows, AdmitRow, EventRow};
 use super::*;
 use crate::scheduler::core::Short;
-
-/// One `job_events` row waiting for a multi-row insert.
-pub(super) struct EventRow {
-    pub(super) tenant_id: String,
-    pub(super) job_id: String,
-    pub(super) from: Option<JobState>,
-    pub(super) to: JobState,
-    pub(super) detail: String,
-}
 
 /// A waiting job's reason as a code and in plain words.
 /// The words change only when the cause does (not with every admission elsewhere), so a
@@ -140,134 +132,13 @@ fn named(names: &[&str]) -> String {
     }
 }
 
-pub(super) fn placeholders(start: usize, n: usize) -> String {
-    (start..start + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// `(v1, v2, …), (…)` for `rows` rows of `arity` parameters, numbered from `$start`.
-pub(super) fn value_rows(start: usize, rows: usize, arity: usize) -> String {
-    (0..rows)
-        .map(|r| format!("({})", placeholders(start + r * arity, arity)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// One admission's new columns.
-pub(super) struct AdmitRow {
-    pub(super) id: String,
-    pub(super) pool_id: String,
-    pub(super) node: i64,
-    pub(super) node_name: String,
-    pub(super) slices: String,
-    pub(super) over_quota: i64,
-}
-
-/// Marks queued jobs admitted in multi-row `UPDATE … FROM (VALUES …)` statements; returns
-/// the ids that were still queued (and so changed).
-pub(super) async fn admit_rows(
-    tx: &mut WriteTx,
-    now: i64,
-    rows: &[AdmitRow],
-) -> Result<std::collections::HashSet<String>, sqlx::Error> {
-    let mut changed = std::collections::HashSet::new();
-    for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
-        let sql = format!(
-            "UPDATE jobs SET state = 'admitted', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
-                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1
-             FROM (VALUES {}) AS v
-             WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
-            value_rows(2, chunk.len(), 6)
-        );
-        let mut q = sqlx::query(&sql).bind(now);
-        for r in chunk {
-            q = q
-                .bind(&r.id)
-                .bind(&r.pool_id)
-                .bind(r.node)
-                .bind(&r.node_name)
-                .bind(&r.slices)
-                .bind(r.over_quota);
-        }
-        for row in q.fetch_all(&mut *tx.tx).await? {
-            changed.insert(row.try_get::<String, _>("id")?);
-        }
-    }
-    Ok(changed)
-}
-
-/// Writes the `running` transitions gathered so far (job id, handle, state it leaves).
-/// Returns a job that was no longer in the state it leaves (another writer changed it since
-/// it was read), if any: the caller starts over.
-pub(super) async fn flush_running(
-    tx: &mut WriteTx,
-    now: i64,
-    pending: &mut Vec<(String, String, JobState)>,
-) -> Result<Option<String>, sqlx::Error> {
-    for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
-        let sql = format!(
-            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1
-             FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
-            value_rows(2, chunk.len(), 3)
-        );
-        let mut q = sqlx::query(&sql).bind(now);
-        for (id, handle, from) in chunk {
-            q = q.bind(id).bind(handle).bind(from.as_str());
-        }
-        let changed: std::collections::HashSet<String> = q
-            .fetch_all(&mut *tx.tx)
-            .await?
-            .iter()
-            .map(|r| r.try_get::<String, _>("id"))
-            .collect::<Result<_, _>>()?;
-        if let Some((id, _, _)) = chunk.iter().find(|(id, _, _)| !changed.contains(id)) {
-            return Ok(Some(id.clone()));
-        }
-    }
-    pending.clear();
-    Ok(None)
-}
-
-pub(super) async fn insert_events(
-    tx: &mut WriteTx,
-    at: i64,
-    rows: &[EventRow],
-) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(STATEMENT_PARAMS / 7) {
-        let values = (0..chunk.len())
-            .map(|i| {
-                let b = i * 7 + 1;
-                format!(
-                    "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                    b,
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4,
-                    b + 5,
-                    b + 6
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!("INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {values}");
-        let mut q = sqlx::query(&sql);
-        for r in chunk {
-            q = q
-                .bind(new_id())
-                .bind(r.tenant_id.clone())
-                .bind(r.job_id.clone())
-                .bind(at)
-                .bind(r.from.map(JobState::as_str))
-                .bind(r.to.as_str())
-                .bind(r.detail.clone());
-        }
-        q.execute(&mut *tx.tx).await?;
-    }
-    Ok(())
-}
+/// What a cycle committed: the ids admitted, the ids whose preemption was stored, and the
+/// wait reasons written (core job id, code, words).
+pub(super) type Committed = (
+    Vec<String>,
+    HashSet<String>,
+    Vec<(u64, &'static str, String)>,
+);
 
 impl Driver {
     /// What to hand each job's executor. A job whose stored row cannot be read back whole (a
@@ -308,34 +179,50 @@ impl Driver {
     }
 
     /// Commits admissions, preemptions and wait reasons in one transaction with their events
-    /// and audit entries. Returns the ids admitted and the ids whose preemption was stored.
+    /// and audit entries. Returns the ids admitted, the ids whose preemption was stored and
+    /// the wait reasons written (by the core's job id), which do not stamp `updated_at`.
     pub(super) async fn commit(
         &self,
         l: &Loaded,
         d: &Decisions,
         now: i64,
-    ) -> Result<(Vec<String>, HashSet<String>), sqlx::Error> {
+    ) -> Result<Committed, sqlx::Error> {
         let mut wait_updates = Vec::new();
+        // Most waiting jobs share their words (same cause, group and size): written once.
+        let mut shared: HashMap<(Option<u32>, i64, WordsKey), (&'static str, String)> =
+            HashMap::new();
         for (job, reason) in &d.waiting {
             let j = &l.jobs[*job as usize];
-            let group = j
-                .queue
-                .map(|q| l.groups[l.queue_group[q as usize] as usize].name.as_str())
+            let group_index = j.queue.map(|q| l.queue_group[q as usize]);
+            let group = group_index
+                .map(|g| l.groups[g as usize].name.as_str())
                 .unwrap_or("the group");
-            let victims: Vec<&str> = match reason {
-                WaitReason::WaitingForPreemption { victims } => victims
-                    .iter()
-                    .map(|v| l.jobs[*v as usize].name.as_str())
-                    .collect(),
-                _ => Vec::new(),
+            let own;
+            let (code, text): (&'static str, &str) = match words_key(reason) {
+                Some(key) => {
+                    let w = shared
+                        .entry((group_index, j.gpu_milli, key))
+                        .or_insert_with(|| wait_words(reason, group, j.gpu_milli, &[]));
+                    (w.0, w.1.as_str())
+                }
+                None => {
+                    let victims: Vec<&str> = match reason {
+                        WaitReason::WaitingForPreemption { victims } => victims
+                            .iter()
+                            .map(|v| l.jobs[*v as usize].name.as_str())
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    own = wait_words(reason, group, j.gpu_milli, &victims);
+                    (own.0, own.1.as_str())
+                }
             };
-            let (code, text) = wait_words(reason, group, j.gpu_milli, &victims);
-            if j.wait_code.as_deref() != Some(code) || j.wait_reason.as_deref() != Some(&text) {
-                wait_updates.push((j.id.clone(), code, text));
+            if j.wait_code.as_deref() != Some(code) || j.wait_reason.as_deref() != Some(text) {
+                wait_updates.push((*job, code, text.to_string()));
             }
         }
         if d.admits.is_empty() && d.preempts.is_empty() && wait_updates.is_empty() {
-            return Ok((Vec::new(), HashSet::new()));
+            return Ok((Vec::new(), HashSet::new(), Vec::new()));
         }
         let mut tx = self.store.begin_write().await?;
         let mut events = Vec::new();
@@ -456,20 +343,26 @@ impl Driver {
                 summary: json!({"name": v.name, "group": victim_group.name, "for_group": for_name, "gpu_milli": v.gpu_milli}),
             });
         }
-        for (id, code, text) in &wait_updates {
-            sqlx::query(
-                "UPDATE jobs SET wait_code = $1, wait_reason = $2 WHERE id = $3 AND state = 'queued'",
-            )
-            .bind(*code)
-            .bind(text)
-            .bind(id)
-            .execute(&mut *tx.tx)
-            .await?;
+        // Many rows per statement: a cycle may give thousands of jobs their first reason.
+        for chunk in wait_updates.chunks(STATEMENT_PARAMS / 3) {
+            let sql = format!(
+                "UPDATE jobs SET wait_code = v.column2, wait_reason = v.column3 FROM (VALUES {}) AS v
+                 WHERE jobs.id = v.column1 AND jobs.state = 'queued'",
+                value_rows(1, chunk.len(), 3)
+            );
+            let mut q = sqlx::query(&sql);
+            for (job, code, text) in chunk {
+                q = q.bind(&l.jobs[*job as usize].id).bind(*code).bind(text);
+            }
+            q.execute(&mut *tx.tx).await?;
         }
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;
-        Ok((admitted, preempted))
+        if !admitted.is_empty() || !preempted.is_empty() {
+            self.store.note_scheduling_change();
+        }
+        Ok((admitted, preempted, wait_updates))
     }
 
     /// Marks admitted jobs `starting` (one transaction) and hands them to their executors.
@@ -520,6 +413,7 @@ impl Driver {
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
         tx.commit().await?;
+        self.store.note_scheduling_change();
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();
         let (launches, corrupt) = self.launches(&ids).await?;
         for (kind, launch) in launches {

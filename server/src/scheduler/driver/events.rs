@@ -1,7 +1,7 @@
 //! Committing what the executors report (running, exited, stopped, lost), in one
 //! transaction per batch of events.
 
-use super::commit::{flush_running, insert_events, placeholders, EventRow};
+use super::rows::{flush_running, insert_events, placeholders, EventRow};
 use super::*;
 use crate::store::{opt_text_enum, text_enum};
 
@@ -115,7 +115,7 @@ impl Driver {
                         if let Some(job) = flush_running(&mut tx, now, &mut running).await? {
                             return Ok(Some(job));
                         }
-                        sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2) WHERE id = $3")
+                        sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2), updated_at = $2 WHERE id = $3")
                             .bind(handle)
                             .bind(now)
                             .bind(id)
@@ -262,6 +262,7 @@ impl Driver {
             self.stops_sent.remove(id);
         }
         if changed_any {
+            self.store.note_scheduling_change();
             self.handle.poke();
         }
         Ok(None)

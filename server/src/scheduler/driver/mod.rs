@@ -5,8 +5,11 @@
 //!
 //! Every transition is written in one transaction together with its `job_events` row and its
 //! audit entry (actor `scheduler`); a cycle's transitions share one transaction. Nothing that
-//! matters is held only in memory: the driver's only memory is which stops it already sent in
-//! this process, and a restart re-sends them.
+//! matters is held only in memory: the driver remembers which stops it already sent in this
+//! process (a restart re-sends them), and keeps its snapshot between cycles as a cache of the
+//! store, brought up to date from the rows changed since (see `live.rs`) and read whole at
+//! start, on each new leadership term, after a failed cycle and every five minutes. After
+//! each refresh it publishes the counts the pages show ([`Summary`]).
 //!
 //! # Restart
 //! At start the driver hands every job the store has in `starting`, `running` or `preempting`
@@ -27,10 +30,14 @@
 
 mod commit;
 mod events;
+mod live;
+mod rows;
 mod snapshot;
+mod summary;
 
-use commit::{insert_events, EventRow};
+use rows::{insert_events, EventRow};
 pub(crate) use snapshot::{load, LiveJob, Loaded};
+pub use summary::{GroupUse, Summary};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,10 +68,22 @@ use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, Wr
 /// Wakes the driver, and shows its counters. Domain operations that change scheduling state
 /// wake it through their transaction ([`crate::store::WriteTx::wake_scheduler`]), which
 /// signals the same `Notify` once it commits.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct SchedulerHandle {
     notify: Arc<Notify>,
     pub stats: Arc<Stats>,
+    /// What the leading driver's snapshot counts (see [`SchedulerHandle::summary`]).
+    summary: Arc<tokio::sync::watch::Sender<Option<Arc<Summary>>>>,
+}
+
+impl Default for SchedulerHandle {
+    fn default() -> Self {
+        SchedulerHandle {
+            notify: Default::default(),
+            stats: Default::default(),
+            summary: Arc::new(tokio::sync::watch::Sender::new(None)),
+        }
+    }
 }
 
 impl SchedulerHandle {
@@ -72,7 +91,7 @@ impl SchedulerHandle {
     pub fn for_store(store: &Store) -> SchedulerHandle {
         SchedulerHandle {
             notify: store.scheduling_changed.clone(),
-            stats: Default::default(),
+            ..Default::default()
         }
     }
 }
@@ -167,6 +186,7 @@ pub fn start(
         sim,
         local,
         stops_sent: HashSet::new(),
+        live: None,
         meta: RequestMeta {
             source_ip: String::new(),
             request_id: "scheduler".into(),
@@ -185,6 +205,8 @@ struct Driver {
     local: Arc<dyn Executor>,
     /// Jobs whose stop was sent to their executor by this process.
     stops_sent: HashSet<String>,
+    /// The snapshot kept across cycles while this process leads.
+    live: Option<live::Live>,
     meta: RequestMeta,
     actor: Actor,
 }
@@ -210,7 +232,12 @@ impl Driver {
                 self.stops_sent.clear();
                 tracing::info!("scheduler: leading again");
             }
-            if !self.lead(&mut lock, &mut pending_events).await {
+            // A new term reads everything again: another replica led meanwhile.
+            self.live = None;
+            let lead = self.lead(&mut lock, &mut pending_events).await;
+            self.live = None;
+            self.handle.withdraw();
+            if !lead {
                 return;
             }
             tracing::error!("scheduler: lost the leader lock (its database connection ended); stopped scheduling until it holds the lock again");
@@ -378,16 +405,35 @@ impl Driver {
         Ok(())
     }
 
-    /// One scheduling cycle: snapshot, core, commit, launch and stop.
+    /// One scheduling cycle: snapshot (brought up to date, or read whole), core, commit,
+    /// launch and stop. The snapshot is kept for the next cycle only when the cycle succeeds.
     async fn cycle(&mut self) -> Result<(), sqlx::Error> {
         let t0 = Instant::now();
+        let min_runtime = self.cfg.min_runtime_ms;
+        let generation = self.store.scheduling_generation();
         let now = self.store.now();
-        let mut loaded = load(&self.store, now, self.cfg.min_runtime_ms).await?;
-        loaded.snap.hold_after_ms = (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
-        let decisions = core::schedule(&loaded.snap);
+        let (mut live, rows) = match self.live.take() {
+            Some(mut l) if !l.due_for_full_read() => {
+                let rows = l.refresh(&self.store, now, min_runtime).await?;
+                (l, Some(rows))
+            }
+            _ => (live::Live::full(&self.store, now, min_runtime).await?, None),
+        };
+        let t_snapshot = t0.elapsed();
+        live.loaded.snap.hold_after_ms =
+            (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
+        self.handle.publish(Summary::of(&live.loaded, generation));
+        let t_summary = t0.elapsed();
+        let decisions = core::schedule(&live.loaded.snap);
+        let t_core = t0.elapsed();
         // Transitions are stamped after the load, so they never precede what the load saw
         // (a submit that committed while the snapshot was being read).
-        let (admitted, preempted) = self.commit(&loaded, &decisions, self.store.now()).await?;
+        let (admitted, preempted, waits) = self
+            .commit(&live.loaded, &decisions, self.store.now())
+            .await?;
+        live.set_wait(waits);
+        let t_commit = t0.elapsed();
+        let loaded = &live.loaded;
         let to_launch: Vec<String> = loaded
             .jobs
             .iter()
@@ -395,6 +441,7 @@ impl Driver {
             .map(|j| j.id.clone())
             .chain(admitted)
             .collect();
+        let changed = !to_launch.is_empty() || !preempted.is_empty();
         if !to_launch.is_empty() {
             self.launch(&to_launch).await?;
         }
@@ -404,12 +451,6 @@ impl Driver {
         // A victim whose preemption did not commit (it changed meanwhile) is not stopped.
         let mut stops: Vec<(String, StopReason, ExecutorKind)> = Vec::new();
         for j in &loaded.jobs {
-            let executor = j
-                .pool_id
-                .as_ref()
-                .and_then(|p| loaded.pool_ids.iter().position(|x| x == p))
-                .map(|i| loaded.pool_executor[i])
-                .unwrap_or(ExecutorKind::Simulated);
             let with_executor = matches!(
                 j.state,
                 JobState::Starting | JobState::Running | JobState::Preempting
@@ -423,11 +464,11 @@ impl Driver {
             };
             if let Some(reason) = reason {
                 if !self.stops_sent.contains(&j.id) {
-                    stops.push((j.id.clone(), reason, executor));
+                    stops.push((j.id.clone(), reason, loaded.executor_of(j)));
                 }
             }
         }
-        let over_time = self.runtime_limits(&loaded, self.store.now()).await?;
+        let over_time = self.runtime_limits(loaded, self.store.now()).await?;
         stops.extend(over_time);
         for (id, reason, executor) in stops {
             self.stops_sent.insert(id.clone());
@@ -435,6 +476,26 @@ impl Driver {
                 .stop(&id, reason, self.cfg.stop_grace_ms)
                 .await;
         }
+        if changed {
+            // What this cycle committed, for the pages before the next cycle.
+            let generation = self.store.scheduling_generation();
+            live.refresh(&self.store, self.store.now(), min_runtime)
+                .await?;
+            live.loaded.snap.hold_after_ms =
+                (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
+            self.handle.publish(Summary::of(&live.loaded, generation));
+        }
+        tracing::debug!(
+            jobs = live.loaded.jobs.len(),
+            rows_read = ?rows,
+            snapshot_us = t_snapshot.as_micros() as u64,
+            summary_us = (t_summary - t_snapshot).as_micros() as u64,
+            core_us = (t_core - t_summary).as_micros() as u64,
+            commit_us = (t_commit - t_core).as_micros() as u64,
+            total_us = t0.elapsed().as_micros() as u64,
+            "scheduler: cycle"
+        );
+        self.live = Some(live);
         let st = &self.handle.stats;
         st.record_cycle(t0.elapsed().as_micros() as u64);
         st.admitted
@@ -494,13 +555,7 @@ impl Driver {
                 target_id: j.id.clone(),
                 summary: json!({"name": j.name, "max_runtime_ms": limit}),
             });
-            let executor = j
-                .pool_id
-                .as_ref()
-                .and_then(|p| l.pool_ids.iter().position(|x| x == p))
-                .map(|i| l.pool_executor[i])
-                .unwrap_or(ExecutorKind::Simulated);
-            out.push((j.id.clone(), StopReason::MaxRuntime, executor));
+            out.push((j.id.clone(), StopReason::MaxRuntime, l.executor_of(j)));
         }
         insert_events(&mut tx, now, &events).await?;
         audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;

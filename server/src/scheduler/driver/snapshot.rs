@@ -39,7 +39,8 @@ pub(crate) struct GroupInfo {
     pub(crate) id: String,
     pub(crate) tenant_id: String,
     pub(crate) name: String,
-    pub(crate) exceed_users: Vec<String>,
+    /// The users who may exceed the group's reservation (empty: everyone may).
+    pub(crate) exceed: HashSet<String>,
 }
 
 /// The store's view turned into a core snapshot, with the ids to map decisions back.
@@ -51,11 +52,41 @@ pub(crate) struct Loaded {
     pub(crate) node_names: Vec<Vec<String>>,
     pub(crate) groups: Vec<GroupInfo>,
     pub(crate) queue_group: Vec<u32>,
-    /// Indexed by the core's job id.
+    /// Indexed by the core's job id; in [`job_order`].
     pub(crate) jobs: Vec<LiveJob>,
+    /// Core indices by store id.
+    pub(crate) queue_index: HashMap<String, u32>,
+    pub(crate) pool_index: HashMap<String, u32>,
+    pub(crate) group_index: HashMap<String, u32>,
 }
 
-fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, sqlx::Error> {
+/// The order of a snapshot's jobs (the core's job ids): submitted first, then by id.
+pub(crate) fn job_order(a: &LiveJob, b: &LiveJob) -> std::cmp::Ordering {
+    (a.submitted_at, a.id.as_str()).cmp(&(b.submitted_at, b.id.as_str()))
+}
+
+/// The position of a job in a snapshot's jobs.
+fn position(jobs: &[LiveJob], submitted_at: i64, id: &str) -> Option<u64> {
+    jobs.binary_search_by(|x| (x.submitted_at, x.id.as_str()).cmp(&(submitted_at, id)))
+        .ok()
+        .map(|i| i as u64)
+}
+
+impl Loaded {
+    /// The executor of the pool a job is placed in.
+    pub(crate) fn executor_of(&self, j: &LiveJob) -> ExecutorKind {
+        j.pool_id
+            .as_ref()
+            .and_then(|p| self.pool_index.get(p))
+            .map(|&i| self.pool_executor[i as usize])
+            .unwrap_or(ExecutorKind::Simulated)
+    }
+}
+
+pub(crate) fn live_job(
+    r: &AnyRow,
+    queue_index: &HashMap<String, u32>,
+) -> Result<LiveJob, sqlx::Error> {
     let queue_id: String = r.try_get("queue_id")?;
     let slices: Option<String> = r.try_get("slices")?;
     Ok(LiveJob {
@@ -93,6 +124,28 @@ fn live_job(r: &AnyRow, queue_index: &HashMap<String, u32>) -> Result<LiveJob, s
 
 /// Reads pools, policies, queues and live jobs into a core snapshot.
 pub(crate) async fn load(
+    store: &Store,
+    now: i64,
+    min_runtime_ms: i64,
+) -> Result<Loaded, sqlx::Error> {
+    let mut l = load_config(store, now, min_runtime_ms).await?;
+    let job_rows = sqlx::query(&format!(
+        "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ('queued', 'admitted', 'starting', 'running', 'preempting') ORDER BY submitted_at, id"
+    ))
+    .fetch_all(&store.pool)
+    .await?;
+    l.jobs = job_rows
+        .iter()
+        .map(|r| live_job(r, &l.queue_index))
+        .collect::<Result<_, _>>()?;
+    // In byte order whatever the store's collation (the snapshot is searched in it).
+    l.jobs.sort_by(job_order);
+    l.fill(store, now).await?;
+    Ok(l)
+}
+
+/// Reads pools, policies and queues into a snapshot without jobs.
+pub(crate) async fn load_config(
     store: &Store,
     now: i64,
     min_runtime_ms: i64,
@@ -158,12 +211,13 @@ pub(crate) async fn load(
             over_quota_allowed: r.try_get::<i64, _>("over_quota_allowed")? != 0,
             pool_quotas: Vec::new(),
         });
+        let exceed_users: Vec<String> =
+            serde_json::from_str(&r.try_get::<String, _>("exceed_users")?).unwrap_or_default();
         groups.push(GroupInfo {
             id: r.try_get("group_id")?,
             tenant_id: r.try_get("tenant_id")?,
             name: r.try_get("group_name")?,
-            exceed_users: serde_json::from_str(&r.try_get::<String, _>("exceed_users")?)
-                .unwrap_or_default(),
+            exceed: exceed_users.into_iter().collect(),
         });
     }
     // Per-pool quotas of the groups' policies.
@@ -209,73 +263,11 @@ pub(crate) async fn load(
             min_runtime_ms: r.try_get("min_runtime_ms")?,
         });
     }
-    let group_index: HashMap<&str, u32> = groups
+    let group_index: HashMap<String, u32> = groups
         .iter()
         .enumerate()
-        .map(|(i, g)| (g.id.as_str(), i as u32))
+        .map(|(i, g)| (g.id.clone(), i as u32))
         .collect();
-    let job_rows = sqlx::query(
-        "SELECT id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, resume_count, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices,
-            preempted_for, stop_reason, max_runtime_ms, submitted_at, queued_at, admitted_at, started_at
-         FROM jobs WHERE state IN ('queued', 'admitted', 'starting', 'running', 'preempting') ORDER BY submitted_at, id",
-    )
-    .fetch_all(&store.pool)
-    .await?;
-    let mut jobs = Vec::with_capacity(job_rows.len());
-    for r in &job_rows {
-        let j = live_job(r, &queue_index)?;
-        let idx = jobs.len() as u64;
-        let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
-        if let Some(q) = j.queue {
-            if j.state == JobState::Queued {
-                if j.stop_reason.is_none() {
-                    let g = &groups[queue_group[q as usize] as usize];
-                    snap.pending.push(core::PendingJob {
-                        id: idx,
-                        queue: q,
-                        priority: j.priority as i32,
-                        preemptible: j.preemptible,
-                        may_exceed: g.exceed_users.is_empty()
-                            || g.exceed_users.contains(&j.user_id),
-                        gpus: clamp(j.gpu_milli),
-                        memory_mb: clamp(j.gpu_memory_mb),
-                        cpu_milli: clamp(j.cpu_milli),
-                        ram_mb: clamp(j.memory_mb),
-                        submitted_at: j.submitted_at,
-                        waiting_since: j.queued_at,
-                    });
-                }
-            } else if let (Some(pool), Some(node)) =
-                (j.pool_id.as_ref().and_then(|p| pool_index.get(p)), j.node)
-            {
-                snap.running.push(core::RunningJob {
-                    id: idx,
-                    queue: q,
-                    priority: j.priority as i32,
-                    preemptible: j.preemptible,
-                    gpus: clamp(j.gpu_milli),
-                    memory_mb: clamp(j.gpu_memory_mb),
-                    cpu_milli: clamp(j.cpu_milli),
-                    ram_mb: clamp(j.memory_mb),
-                    placement: core::Placement {
-                        pool: *pool,
-                        node: node as u32,
-                        slices: j.slices.clone(),
-                    },
-                    started_at: j.started_at.or(j.admitted_at).unwrap_or(now),
-                    preempted_for: j
-                        .preempted_for
-                        .as_deref()
-                        .and_then(|g| group_index.get(g).copied()),
-                    // Filled in by `reclaims`.
-                    preempted_for_job: None,
-                    preemptions: clamp(j.resume_count),
-                });
-            }
-        }
-        jobs.push(j);
-    }
-    reclaims(store, now, &jobs, &mut snap).await?;
     Ok(Loaded {
         snap,
         pool_ids,
@@ -284,8 +276,83 @@ pub(crate) async fn load(
         node_names,
         groups,
         queue_group,
-        jobs,
+        jobs: Vec::new(),
+        queue_index,
+        pool_index,
+        group_index,
     })
+}
+
+/// The columns [`live_job`] reads.
+pub(crate) const JOB_COLUMNS: &str = "id, tenant_id, name, queue_id, user_id, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, resume_count, priority, preemptible, state, wait_code, wait_reason, pool_id, node, slices, preempted_for, stop_reason, max_runtime_ms, submitted_at, queued_at, admitted_at, started_at";
+
+impl Loaded {
+    /// Builds the core's pending and running jobs from `jobs` (and who waits on whom).
+    pub(crate) async fn fill(&mut self, store: &Store, now: i64) -> Result<(), sqlx::Error> {
+        let Loaded {
+            snap,
+            groups,
+            queue_group,
+            jobs,
+            pool_index,
+            group_index,
+            ..
+        } = self;
+        snap.pending.clear();
+        snap.running.clear();
+        snap.reclaimed_for.clear();
+        for (i, j) in jobs.iter().enumerate() {
+            let idx = i as u64;
+            let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
+            if let Some(q) = j.queue {
+                if j.state == JobState::Queued {
+                    if j.stop_reason.is_none() {
+                        let g = &groups[queue_group[q as usize] as usize];
+                        snap.pending.push(core::PendingJob {
+                            id: idx,
+                            queue: q,
+                            priority: j.priority as i32,
+                            preemptible: j.preemptible,
+                            may_exceed: g.exceed.is_empty() || g.exceed.contains(&j.user_id),
+                            gpus: clamp(j.gpu_milli),
+                            memory_mb: clamp(j.gpu_memory_mb),
+                            cpu_milli: clamp(j.cpu_milli),
+                            ram_mb: clamp(j.memory_mb),
+                            submitted_at: j.submitted_at,
+                            waiting_since: j.queued_at,
+                        });
+                    }
+                } else if let (Some(pool), Some(node)) =
+                    (j.pool_id.as_ref().and_then(|p| pool_index.get(p)), j.node)
+                {
+                    snap.running.push(core::RunningJob {
+                        id: idx,
+                        queue: q,
+                        priority: j.priority as i32,
+                        preemptible: j.preemptible,
+                        gpus: clamp(j.gpu_milli),
+                        memory_mb: clamp(j.gpu_memory_mb),
+                        cpu_milli: clamp(j.cpu_milli),
+                        ram_mb: clamp(j.memory_mb),
+                        placement: core::Placement {
+                            pool: *pool,
+                            node: node as u32,
+                            slices: j.slices.clone(),
+                        },
+                        started_at: j.started_at.or(j.admitted_at).unwrap_or(now),
+                        preempted_for: j
+                            .preempted_for
+                            .as_deref()
+                            .and_then(|g| group_index.get(g).copied()),
+                        // Filled in by `reclaims`.
+                        preempted_for_job: None,
+                        preemptions: clamp(j.resume_count),
+                    });
+                }
+            }
+        }
+        reclaims(store, now, jobs, snap).await
+    }
 }
 
 /// Who waits on whom: for each waiting job with preemptions in its favour since it was last
@@ -304,7 +371,7 @@ async fn reclaims(
     // the waiting jobs instead). Older ones only lose these refinements: their victims still
     // hold their node for the group, as `preempted_for` says.
     let rows = sqlx::query(
-        "SELECT p.for_job_id, p.victim_job_id, v.state AS victim_state
+        "SELECT p.for_job_id, p.victim_job_id, v.state AS victim_state, f.submitted_at AS for_submitted, v.submitted_at AS victim_submitted
          FROM preemptions p CROSS JOIN jobs f CROSS JOIN jobs v
          WHERE p.at >= $1 AND f.id = p.for_job_id AND v.id = p.victim_job_id
            AND f.state = 'queued' AND p.at >= f.queued_at",
@@ -315,22 +382,18 @@ async fn reclaims(
     if rows.is_empty() {
         return Ok(());
     }
-    let index: HashMap<&str, u64> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| (j.id.as_str(), i as u64))
-        .collect();
     let mut stopping: HashMap<u64, u64> = HashMap::new();
     let mut owed: HashMap<u64, bool> = HashMap::new();
     for r in &rows {
         let for_job: String = r.try_get("for_job_id")?;
         let victim: String = r.try_get("victim_job_id")?;
         let victim_state: JobState = text_enum(r, "victim_state")?;
-        let Some(&f) = index.get(for_job.as_str()) else {
+        let Some(f) = position(jobs, r.try_get("for_submitted")?, &for_job) else {
             continue;
         };
         let still = victim_state == JobState::Preempting;
-        if let (true, Some(&v)) = (still, index.get(victim.as_str())) {
+        let v = position(jobs, r.try_get("victim_submitted")?, &victim);
+        if let (true, Some(v)) = (still, v) {
             stopping.insert(v, f);
         }
         *owed.entry(f).or_insert(true) &= !still;

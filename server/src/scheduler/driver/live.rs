@@ -1,0 +1,127 @@
+//! The driver's snapshot, kept across cycles: read whole when the driver starts leading (at
+//! start and after it lost and took back the leader lock), after a failed cycle and every
+//! [`RECONCILE`]; in between, each cycle re-reads the configuration (pools, policies, queues:
+//! a few rows) and only the job rows changed since the last read.
+//!
+//! Every write to a live job stamps `updated_at` with its transaction's time, except the
+//! driver's own wait reasons, which it applies to its snapshot itself once they commit. A
+//! refresh reads the rows stamped at or after the time its previous read began, less
+//! [`OVERLAP_MS`], so a transaction that began before that read and committed after it is
+//! still seen; one that took longer than that is seen at the next full read. Nothing unsafe
+//! follows from a row seen late: every transition the driver commits is conditional on the
+//! state it read (a stale view makes a write change nothing), and the store, not the snapshot,
+//! is what a restart trusts.
+
+use std::time::{Duration, Instant};
+
+use super::snapshot::{job_order as order, live_job, load, load_config, Loaded, JOB_COLUMNS};
+use super::*;
+
+/// How far before its previous read a refresh looks for changed rows.
+pub(super) const OVERLAP_MS: i64 = 5_000;
+/// How often the jobs are read whole anyway.
+pub(super) const RECONCILE: Duration = Duration::from_secs(300);
+
+fn is_live(s: JobState) -> bool {
+    matches!(
+        s,
+        JobState::Queued
+            | JobState::Admitted
+            | JobState::Starting
+            | JobState::Running
+            | JobState::Preempting
+    )
+}
+
+pub(super) struct Live {
+    pub(super) loaded: Loaded,
+    /// Rows stamped at or after this time (store clock) are read at the next refresh.
+    since: i64,
+    /// When the jobs were last read whole.
+    full_at: Instant,
+}
+
+impl Live {
+    /// Reads everything.
+    pub(super) async fn full(
+        store: &Store,
+        now: i64,
+        min_runtime_ms: i64,
+    ) -> Result<Live, sqlx::Error> {
+        let loaded = load(store, now, min_runtime_ms).await?;
+        Ok(Live {
+            loaded,
+            since: now - OVERLAP_MS,
+            full_at: Instant::now(),
+        })
+    }
+
+    /// Whether the next cycle should read everything.
+    pub(super) fn due_for_full_read(&self) -> bool {
+        self.full_at.elapsed() >= RECONCILE
+    }
+
+    /// Brings the snapshot up to `now`: the configuration read again, the job rows changed
+    /// since the last read applied, the core's snapshot rebuilt. Returns the job rows read.
+    pub(super) async fn refresh(
+        &mut self,
+        store: &Store,
+        now: i64,
+        min_runtime_ms: i64,
+    ) -> Result<usize, sqlx::Error> {
+        let mut next = load_config(store, now, min_runtime_ms).await?;
+        let mut jobs = std::mem::take(&mut self.loaded.jobs);
+        if next.queue_index != self.loaded.queue_index {
+            for j in &mut jobs {
+                j.queue = next.queue_index.get(&j.queue_id).copied();
+            }
+        }
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE updated_at >= $1"
+        ))
+        .bind(self.since)
+        .fetch_all(&store.pool)
+        .await?;
+        let mut gone = false;
+        let mut added = Vec::new();
+        for r in &rows {
+            let j = live_job(r, &next.queue_index)?;
+            match jobs.binary_search_by(|x| order(x, &j)) {
+                Ok(i) => {
+                    gone |= !is_live(j.state);
+                    jobs[i] = j;
+                }
+                Err(_) if is_live(j.state) => added.push(j),
+                Err(_) => {}
+            }
+        }
+        if gone {
+            jobs.retain(|j| is_live(j.state));
+        }
+        if !added.is_empty() {
+            added.sort_by(order);
+            let in_order = jobs
+                .last()
+                .is_none_or(|last| order(last, &added[0]).is_lt());
+            jobs.append(&mut added);
+            if !in_order {
+                jobs.sort_by(order);
+            }
+        }
+        next.jobs = jobs;
+        next.fill(store, now).await?;
+        self.loaded = next;
+        self.since = now - OVERLAP_MS;
+        Ok(rows.len())
+    }
+
+    /// Applies wait reasons the driver committed (they do not stamp `updated_at`).
+    pub(super) fn set_wait(&mut self, waits: Vec<(u64, &'static str, String)>) {
+        for (job, code, text) in waits {
+            if let Some(j) = self.loaded.jobs.get_mut(job as usize) {
+                j.wait_code = Some(code.to_string());
+                j.wait_reason = Some(text);
+            }
+        }
+    }
+}

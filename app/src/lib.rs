@@ -76,13 +76,13 @@ pub fn App() -> impl IntoView {
                 <ParentRoute path=path!("") view=Shell ssr=SsrMode::Async>
                     <Route path=path!("/portal") view=PortalPage ssr=SsrMode::Async/>
                     <Route path=path!("/portal/jobs/:id") view=JobPage ssr=SsrMode::Async/>
-                    <Route path=path!("/policy") view=PolicyPage ssr=SsrMode::Async/>
-                    <Route path=path!("/platform") view=PlatformPage ssr=SsrMode::Async/>
-                    <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
-                    <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/groups/:id") view=GroupPage ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/sso") view=SsoSettingsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/users/:id/access") view=UserAccessPage ssr=SsrMode::Async/>
+                    <Route path=path!("/policy") view=|| view! { <Gate path="/policy"><PolicyPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/platform") view=|| view! { <Gate path="/platform"><PlatformPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view=|| view! { <Gate path="/audit"><AuditPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/settings") view=|| view! { <Gate path="/settings"><SettingsPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/groups/:id") view=|| view! { <Gate path="/settings"><GroupPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/sso") view=|| view! { <Gate path="/settings"><SsoSettingsPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/users/:id/access") view=|| view! { <Gate path="/settings"><UserAccessPage/></Gate> } ssr=SsrMode::Async/>
                 </ParentRoute>
             </Routes>
         </Router>

@@ -22,6 +22,12 @@ pub fn CsrfField() -> impl IntoView {
 /// A red banner for an error that is not about one field.
 #[component]
 pub fn ErrorBanner(error: AppError) -> impl IntoView {
+    // A page whose object is missing, foreign or not the user's to see answers so.
+    match &error {
+        AppError::NotFound => set_status(404),
+        AppError::Forbidden => set_status(403),
+        _ => {}
+    }
     let text = match &error {
         AppError::Validation(errors) => errors
             .iter()
@@ -75,9 +81,10 @@ pub fn PageHeader(title: &'static str, #[prop(optional)] subtitle: &'static str)
 #[component]
 pub fn Card(title: &'static str, children: Children) -> impl IntoView {
     view! {
-        <section class="rounded-lg border border-slate-200 bg-white shadow-sm">
-            <h2 class="border-b border-slate-100 px-5 py-3 text-sm font-semibold text-slate-700">{title}</h2>
-            <div class="p-5">{children()}</div>
+        <section class="min-w-0 rounded-lg border border-slate-200 bg-white shadow-sm">
+            <h2 class="border-b border-slate-100 px-4 py-3 text-sm font-semibold text-slate-700 sm:px-5">{title}</h2>
+            // Wide tables scroll inside their card instead of widening the page on a phone.
+            <div class="overflow-x-auto p-4 sm:p-5">{children()}</div>
         </section>
     }
 }
@@ -117,4 +124,20 @@ where
             {field_error(value, error)}
         </div>
     }
+}
+
+/// Sets the status of the page's response while it renders on the server (no-op in the
+/// browser).
+pub fn set_status(code: u16) {
+    #[cfg(feature = "ssr")]
+    {
+        if let (Some(resp), Ok(status)) = (
+            use_context::<leptos_axum::ResponseOptions>(),
+            http::StatusCode::from_u16(code),
+        ) {
+            resp.set_status(status);
+        }
+    }
+    #[cfg(not(feature = "ssr"))]
+    let _ = code;
 }

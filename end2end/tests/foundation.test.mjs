@@ -116,9 +116,23 @@ test('a member sees only the portal and is refused administration', async () => 
   await signIn(page, 'acme', 'bob');
   const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
   assert.deepEqual(nav, ['Portal']);
-  await page.goto(`${BASE}/audit`);
-  await page.waitForSelector('[role=alert]');
-  assert.match(await page.textContent('[role=alert]'), /not allowed/);
+  // Each admin page opened by its address answers 403 and shows nothing of itself.
+  for (const path of ['/audit', '/settings', '/policy', '/platform', '/settings/sso']) {
+    const resp = await page.goto(`${BASE}${path}`);
+    assert.equal(resp.status(), 403, path);
+    await page.waitForSelector('[data-testid=forbidden]');
+    const body = await page.textContent('main');
+    assert.doesNotMatch(body, /Add user|Create group|Users and groups|Audit log|Capacity/, path);
+    assert.equal(await page.title(), 'Not allowed · Switchyard', path);
+  }
+  await shot(page, 'member-forbidden');
+  // A job that is not there (or another tenant's) answers 404; so does an unknown address.
+  const missing = await page.goto(`${BASE}/portal/jobs/nope`);
+  assert.equal(missing.status(), 404);
+  const unknown = await page.goto(`${BASE}/no-such-page`);
+  assert.equal(unknown.status(), 404);
+  assert.equal(await page.title(), 'Page not found · Switchyard');
+  await page.waitForSelector('[data-testid=not-found]');
   await context.close();
 });
 

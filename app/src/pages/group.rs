@@ -35,7 +35,7 @@ pub fn GroupPage() -> impl IntoView {
                                 <h1 class="text-2xl font-semibold tracking-tight" data-testid="group-name">{d.group.name.clone()}</h1>
                                 <p class="mt-1 text-sm text-slate-600">{d.group.description.clone()}</p>
                             </div>
-                            <div class="grid gap-6 lg:grid-cols-3">
+                            <div class="grid grid-cols-1 gap-6 lg:grid-cols-3">
                                 <div class="lg:col-span-2">
                                     <Card title="Members">
                                         {if d.members.is_empty() {

@@ -20,5 +20,5 @@ pub use platform::PlatformPage;
 pub use policy::PolicyPage;
 pub use portal::{JobPage, PortalPage};
 pub use settings::SettingsPage;
-pub use shell::{NotFound, Shell};
+pub use shell::{Gate, NotFound, Shell};
 pub use sso::SsoSettingsPage;

@@ -295,7 +295,7 @@ pub fn JobPage() -> impl IntoView {
                                 <div class="mb-4 rounded-md border border-amber-200 bg-amber-50 px-4 py-3 text-sm text-amber-900" data-testid="job-wait">{w}</div>
                             }))}
                             {d.waiting.map(|w| view! { <WaitCard w/> })}
-                            <div class="grid gap-6 lg:grid-cols-3">
+                            <div class="grid grid-cols-1 gap-6 lg:grid-cols-3">
                                 <Card title="Job">
                                     <dl class="grid grid-cols-3 gap-2 text-sm">
                                         <dt class="text-slate-500">"Queue"</dt><dd class="col-span-2">{j.queue_name.clone()}</dd>

@@ -12,7 +12,7 @@ pub fn SettingsPage() -> impl IntoView {
         <Title text="Settings"/>
         <PageHeader title="Users and groups" subtitle="Adding a user to a group grants everything the group may use; removing them takes it away."/>
         <p class="-mt-4 mb-6 text-sm"><a class="text-indigo-700 hover:underline" href="/settings/sso">"Single sign-on (OIDC, LDAP) →"</a></p>
-        <div class="grid gap-6 lg:grid-cols-2">
+        <div class="grid grid-cols-1 gap-6 lg:grid-cols-2">
             <UsersCard/>
             <GroupsCard/>
         </div>

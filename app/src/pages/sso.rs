@@ -59,7 +59,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
                     })}
                 </Transition>
             </Card>
-            <div class="grid gap-6 lg:grid-cols-2">
+            <div class="grid grid-cols-1 gap-6 lg:grid-cols-2">
                 <OidcForm action=oidc/>
                 <SamlForm action=saml/>
                 <LdapForm action=ldap/>

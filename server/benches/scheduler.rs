@@ -46,6 +46,8 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
     let per_group = (gpus_total * 8 / 10 / groups as u64) as u32 / 125 * 125;
     let policies: Vec<GroupPolicy> = (0..groups)
         .map(|g| GroupPolicy {
+            // 10 groups per tenant: priorities compare within a tenant, tenants are merged.
+            tenant: (g / 10) as u32,
             reservation: per_group,
             limit: per_group * 3,
             over_quota_weight: 1 + (g % 3) as u32,

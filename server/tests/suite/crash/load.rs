@@ -162,34 +162,67 @@ impl Load {
         }
     }
 
-    fn vision_job(&mut self) -> Submit {
+    /// An abort callback, `bash` or `python`: each run appends `job attempt reason kind` to the
+    /// callbacks' log (the checks count the runs per stop); with `save` it also writes the
+    /// checkpoint and takes 0.3 s.
+    fn callback(&self, python: bool, save: bool) -> Value {
+        let log = self.callbacks.to_string_lossy();
+        let command = if python {
+            let mut code = format!(
+                "import os, time\ne = os.environ\nwith open({log:?}, 'a') as f:\n    f.write('%s %s %s python\\n' % (e['SWITCHYARD_JOB_ID'], e['SWITCHYARD_RESUME_COUNT'], e['SWITCHYARD_STOP_REASON']))\n"
+            );
+            if save {
+                code.push_str("with open(os.path.join(e['SWITCHYARD_CHECKPOINT_DIR'], 'saved'), 'w') as f:\n    f.write(e['SWITCHYARD_RESUME_COUNT'] + '\\n')\ntime.sleep(0.3)\n");
+            }
+            code
+        } else {
+            let mut code = format!(
+                "echo \"$SWITCHYARD_JOB_ID $SWITCHYARD_RESUME_COUNT $SWITCHYARD_STOP_REASON bash\" >> {log}"
+            );
+            if save {
+                code.push_str("; echo \"$SWITCHYARD_RESUME_COUNT\" > \"$SWITCHYARD_CHECKPOINT_DIR/saved\"; sleep 0.3");
+            }
+            code
+        };
+        let kind = if python { "python" } else { "bash" };
+        json!({"kind": kind, "command": command, "timeout_ms": 5000})
+    }
+
+    /// A borrowing job of the member's (local or simulated pool), often preempted.
+    fn vision_job(&mut self, python: bool) -> Submit {
         self.next += 1;
         let key = format!("v-{}", self.next);
-        let abort = format!(
-            "echo \"$SWITCHYARD_JOB_ID $SWITCHYARD_RESUME_COUNT $SWITCHYARD_STOP_REASON\" >> {log}; echo \"$SWITCHYARD_RESUME_COUNT\" > \"$SWITCHYARD_CHECKPOINT_DIR/saved\"; sleep 0.3",
-            log = self.callbacks.display()
-        );
         Submit {
             key: key.clone(),
             token: self.member.clone(),
             body: json!({"queue_id": self.vision, "name": key, "command": "sleep 1", "gpu_milli": 1000,
-                "duration_ms": 1000, "checkpoint_dir": "ckpt",
-                "abort": {"kind": "bash", "command": abort, "timeout_ms": 5000}}),
+                "duration_ms": 1000, "checkpoint_dir": "ckpt", "abort": self.callback(python, true)}),
         }
     }
 
-    fn nlp_job(&mut self) -> Submit {
+    /// A reclaiming job (local pool).
+    fn nlp_job(&mut self, python: bool) -> Submit {
         self.next += 1;
         let key = format!("n-{}", self.next);
-        let abort = format!(
-            "echo \"$SWITCHYARD_JOB_ID $SWITCHYARD_RESUME_COUNT $SWITCHYARD_STOP_REASON\" >> {log}",
-            log = self.callbacks.display()
-        );
         Submit {
             key: key.clone(),
             token: self.admin.clone(),
             body: json!({"queue_id": self.nlp, "name": key, "command": "sleep 0.4", "gpu_milli": 1000,
-                "abort": {"kind": "bash", "command": abort, "timeout_ms": 5000}}),
+                "abort": self.callback(python, false)}),
+        }
+    }
+
+    /// A job (local pool) that runs far longer than its maximum runtime of `limit_ms`: the
+    /// driver stops it (its callback runs) and it ends `failed`, unless aborted first. The
+    /// checks know these jobs by the `r-` of their name.
+    fn limited_job(&mut self, python: bool, limit_ms: i64) -> Submit {
+        self.next += 1;
+        let key = format!("r-{}", self.next);
+        Submit {
+            key: key.clone(),
+            token: self.admin.clone(),
+            body: json!({"queue_id": self.nlp, "name": key, "command": "sleep 30", "gpu_milli": 500,
+                "max_runtime_ms": limit_ms, "abort": self.callback(python, false)}),
         }
     }
 
@@ -219,18 +252,24 @@ impl Load {
         }
     }
 
-    /// One round of load: pending retries, two borrowing jobs, often a reclaiming job, sometimes
-    /// an abort.
+    /// One round of load: pending retries, two borrowing jobs, sometimes a job with a maximum
+    /// runtime of 1 to 2 s, often a reclaiming job, sometimes an abort. Half the abort callbacks
+    /// are python, half bash.
     pub(super) async fn round(&mut self, seed: u64) {
         let mut rng = StdRng::seed_from_u64(seed);
         self.retry_pending().await;
         for _ in 0..2 {
-            let v = self.vision_job();
+            let v = self.vision_job(rng.gen_bool(0.5));
             self.submit(v).await;
             tokio::time::sleep(Duration::from_millis(rng.gen_range(10..60))).await;
         }
+        // (Before the reclaiming job: a round cut short by the kill still sends it often.)
+        if rng.gen_bool(0.4) {
+            let r = self.limited_job(rng.gen_bool(0.5), rng.gen_range(1000..=2000));
+            self.submit(r).await;
+        }
         if rng.gen_bool(0.7) {
-            let n = self.nlp_job();
+            let n = self.nlp_job(rng.gen_bool(0.5));
             self.submit(n).await;
         }
         tokio::time::sleep(Duration::from_millis(rng.gen_range(10..60))).await;

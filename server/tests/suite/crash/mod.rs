@@ -1,6 +1,8 @@
 //! The real server, killed with SIGKILL fifty times under load: nothing a 201 answered for is
 //! lost, nothing is doubled (jobs, abort callbacks, job processes), every job ends in a legal,
-//! consistent state, and no job process outlives what the store considers live.
+//! consistent state, and no job process outlives what the store considers live. The stops
+//! include preemptions, aborts and stops for a job's maximum runtime (which end it `failed`);
+//! the abort callbacks are bash and python, and each runs at most once per stop.
 //!
 //! `server`: the real server process and the job processes it leaves; `load`: the seeded
 //! groups and the rounds of submits and aborts; `checks`: what the store holds, read back and
@@ -27,7 +29,10 @@ use crate::both_stores;
 use crate::common::{Kind, TestApp};
 use crate::jobs::{setup, small_queue, submit, wait_state, Setup};
 
-use checks::{broken_chains, ended_jobs, inconsistencies, process_faults, rows, Stored};
+use checks::{
+    broken_chains, callback_runs, ended_jobs, inconsistencies, process_faults, rows, runtime_stops,
+    Stored,
+};
 use load::{seed, Book, Load};
 use server::{job_processes, kill_job_processes, KillJobsOnDrop, RealServer};
 
@@ -193,20 +198,32 @@ async fn nothing_lost_nothing_doubled_across_fifty_kills(kind: Kind) {
         .collect();
     let requeues: i64 = jobs.iter().map(|j| j.resume_count).sum();
 
-    // Abort callbacks: at most one per stop (a job's attempt).
+    // Abort callbacks: at most one per stop (a job's attempt), python ones as bash ones.
     let log = std::fs::read_to_string(&callbacks).unwrap();
-    let mut per_stop: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for line in log.lines() {
-        let mut parts = line.split_whitespace();
-        let job = parts.next().unwrap_or_default().to_string();
-        let attempt = parts.next().unwrap_or_default().to_string();
-        *per_stop.entry((job, attempt)).or_default() += 1;
+    let runs = callback_runs(&log);
+    let mut per_stop: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for run in &runs {
+        *per_stop.entry((&run.job, &run.attempt)).or_default() += 1;
     }
     let doubled_callbacks: Vec<String> = per_stop
         .iter()
         .filter(|(_, n)| **n > 1)
         .map(|((job, attempt), n)| format!("{job} attempt {attempt}: {n} runs"))
         .collect();
+    let python_callbacks = runs.iter().filter(|r| r.kind == "python").count();
+
+    // Stops for the maximum runtime: each ends its job `failed` (or `aborted`, when an abort
+    // came after it), never requeued or `succeeded`.
+    let runtime = runtime_stops(&app, &jobs, &runs).await;
+
+    // What the load must have covered, so the test cannot silently stop covering it.
+    let mut uncovered = Vec::new();
+    if python_callbacks == 0 {
+        uncovered.push("no python abort callback ran".to_string());
+    }
+    if runtime.stops == 0 {
+        uncovered.push("no job was stopped for its maximum runtime".to_string());
+    }
 
     let per_executor: BTreeMap<String, i64> = sqlx::query(
         "SELECT p.executor, COUNT(*) AS n FROM jobs j JOIN pools p ON p.id = j.pool_id GROUP BY p.executor",
@@ -222,17 +239,20 @@ async fn nothing_lost_nothing_doubled_across_fifty_kills(kind: Kind) {
         m
     });
     println!(
-        "crash test ({kind:?}, seed {seed}): kills={KILLS} starts={} jobs={} answered={} replayed={} aborts={} preemptions={} requeues={requeues} callbacks={} states={states:?} ran_on={per_executor:?}",
+        "crash test ({kind:?}, seed {seed}): kills={KILLS} starts={} jobs={} answered={} replayed={} aborts={} preemptions={} requeues={requeues} callbacks={} python_callbacks={python_callbacks} runtime_stops={} runtime_failed={} runtime_callbacks={} states={states:?} ran_on={per_executor:?}",
         server.starts,
         jobs.len(),
         book.answered.len(),
         book.replayed,
         book.aborts,
         preempt_rows.len(),
-        log.lines().count(),
+        runs.len(),
+        runtime.stops,
+        runtime.failed,
+        runtime.callbacks,
     );
     println!(
-        "crash test ({kind:?}): lost: missing={} state_lost={} | doubled: jobs={} callbacks={} processes={} requeues={} | orphans={} inconsistent={} broken_chains={} | kill phase {:.1} s, total {:.1} s",
+        "crash test ({kind:?}): lost: missing={} state_lost={} | doubled: jobs={} callbacks={} processes={} requeues={} | orphans={} inconsistent={} broken_chains={} runtime_faults={} | kill phase {:.1} s, total {:.1} s",
         missing.len(),
         lost_state.len(),
         doubled_jobs.len(),
@@ -242,6 +262,7 @@ async fn nothing_lost_nothing_doubled_across_fifty_kills(kind: Kind) {
         orphans.len(),
         inconsistent.len(),
         chains.len(),
+        runtime.faults.len(),
         kill_phase.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
@@ -258,6 +279,8 @@ async fn nothing_lost_nothing_doubled_across_fifty_kills(kind: Kind) {
         ("processes of ended jobs", &orphans),
         ("inconsistent fields", &inconsistent),
         ("broken event chains", &chains),
+        ("runtime-limit stops", &runtime.faults),
+        ("not covered", &uncovered),
     ];
     let faults: Vec<String> = report
         .iter()

@@ -6,7 +6,9 @@
 //! `cargo bench -p switchyard --bench jobs_e2e` (PostgreSQL at SWITCHYARD_TEST_POSTGRES or
 //! 127.0.0.1:5432; set JOBS_E2E_N to change the job count, default 5000; JOBS_E2E_CLIENTS for
 //! concurrent clients, default 16). Two modes per store: one job per `POST /jobs` from 16
-//! clients, and `POST /jobs/batch` with JOBS_E2E_BATCH jobs (default 100) from 4 clients.
+//! clients (concurrent single submits are group-committed), and `POST /jobs/batch` with
+//! JOBS_E2E_BATCH jobs (default 100) from 4 clients. JOBS_E2E_MODES=single (or batch) runs
+//! one mode only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -227,7 +229,11 @@ fn main() {
         let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
         let admin = sqlx::AnyPool::connect(&base).await.unwrap();
+        let modes = std::env::var("JOBS_E2E_MODES").unwrap_or_else(|_| "single,batch".into());
         for (mode, b, c) in [("single", 1, clients), ("batch", batch, 4)] {
+            if !modes.split(',').any(|m| m.trim() == mode) {
+                continue;
+            }
             let dir = tempfile::tempdir().unwrap();
             let sqlite = format!("sqlite://{}/bench.db", dir.path().display());
             run("sqlite", &sqlite, n, c, b).await;

@@ -200,10 +200,22 @@ pub async fn append_many(
     meta: &RequestMeta,
     records: &[BatchRecord],
 ) -> Result<(), sqlx::Error> {
+    let each: Vec<(&Actor, &RequestMeta, &BatchRecord)> =
+        records.iter().map(|r| (actor, meta, r)).collect();
+    append_each(tx, now, &each).await
+}
+
+/// [`append_many`] for entries of different actors and requests (many requests' changes
+/// committed together).
+pub async fn append_each(
+    tx: &mut WriteTx,
+    now: i64,
+    records: &[(&Actor, &RequestMeta, &BatchRecord)],
+) -> Result<(), sqlx::Error> {
     if records.is_empty() {
         return Ok(());
     }
-    let mut tenants: Vec<&str> = records.iter().map(|r| r.tenant_id.as_str()).collect();
+    let mut tenants: Vec<&str> = records.iter().map(|r| r.2.tenant_id.as_str()).collect();
     tenants.sort_unstable();
     tenants.dedup();
     let mut heads = std::collections::HashMap::new();
@@ -217,10 +229,11 @@ pub async fn append_many(
             ),
         );
     }
-    let actor_id = actor.id.clone().unwrap_or_default();
-    struct Row {
+    struct Row<'a> {
         tenant_id: String,
         seq: i64,
+        actor: &'a Actor,
+        meta: &'a RequestMeta,
         action: &'static str,
         target_kind: &'static str,
         target_id: String,
@@ -229,11 +242,12 @@ pub async fn append_many(
         hash: String,
     }
     let mut rows = Vec::with_capacity(records.len());
-    for r in records {
+    for &(actor, meta, r) in records {
         let Some((seq, prev)) = heads.get_mut(&r.tenant_id) else {
             continue;
         };
         let summary = r.summary.to_string();
+        let actor_id = actor.id.clone().unwrap_or_default();
         let next = *seq + 1;
         let hash = entry_hash(&Fields {
             tenant_id: &r.tenant_id,
@@ -252,6 +266,8 @@ pub async fn append_many(
         rows.push(Row {
             tenant_id: r.tenant_id.clone(),
             seq: next,
+            actor,
+            meta,
             action: r.action,
             target_kind: r.target_kind,
             target_id: r.target_id.clone(),
@@ -284,14 +300,14 @@ pub async fn append_many(
                 .bind(r.tenant_id.clone())
                 .bind(r.seq)
                 .bind(now)
-                .bind(actor.id.clone())
-                .bind(actor.name.clone())
+                .bind(r.actor.id.clone())
+                .bind(r.actor.name.clone())
                 .bind(r.action)
                 .bind(r.target_kind)
                 .bind(r.target_id.clone())
                 .bind(r.summary.clone())
-                .bind(meta.source_ip.clone())
-                .bind(meta.request_id.clone())
+                .bind(r.meta.source_ip.clone())
+                .bind(r.meta.request_id.clone())
                 .bind(r.prev_hash.clone())
                 .bind(r.hash.clone());
         }

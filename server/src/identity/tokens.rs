@@ -45,7 +45,7 @@ pub async fn principal_from_token(
     now: i64,
 ) -> Result<Option<Principal>, sqlx::Error> {
     let row = sqlx::query(&format!(
-        "SELECT {ME_COLUMNS}, k.id AS token_id FROM {ME_FROM} JOIN api_tokens k ON k.user_id = u.id AND k.tenant_id = u.tenant_id
+        "SELECT {ME_COLUMNS}, k.id AS token_id, k.last_used_at FROM {ME_FROM} JOIN api_tokens k ON k.user_id = u.id AND k.tenant_id = u.tenant_id
          WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND k.expires_at > $2 AND u.disabled = 0"
     ))
     .bind(secret::digest(token))
@@ -55,13 +55,17 @@ pub async fn principal_from_token(
     let Some(row) = row else { return Ok(None) };
     let me = me_from_row(&row)?;
     let token_id: String = row.try_get("token_id")?;
-    // Record use at most once a minute per token, so reads stay reads.
-    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)")
-        .bind(now)
-        .bind(&token_id)
-        .bind(now - 60_000)
-        .execute(&store.pool)
-        .await?;
+    let last_used: Option<i64> = row.try_get("last_used_at")?;
+    // Record use at most once a minute per token, so reads stay reads (on SQLite even an
+    // UPDATE that changes nothing waits for the write lock).
+    if last_used.is_none_or(|t| t < now - 60_000) {
+        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)")
+            .bind(now)
+            .bind(&token_id)
+            .bind(now - 60_000)
+            .execute(&store.pool)
+            .await?;
+    }
     Ok(Some(Principal {
         me,
         auth: Auth::Token { token_id },

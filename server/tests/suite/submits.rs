@@ -10,7 +10,8 @@ use crate::jobs::{group_queue, job, node, pool, profile, setup, small_queue, sta
 
 both_stores!(
     a_batch_is_stored_whole_or_not_at_all,
-    a_retried_submit_with_its_key_creates_nothing
+    a_retried_submit_with_its_key_creates_nothing,
+    concurrent_submits_committed_together_keep_caps_and_keys
 );
 
 /// `POST` with `Idempotency-Key` through the router, as a client retrying would send it.
@@ -205,6 +206,140 @@ async fn a_batch_is_stored_whole_or_not_at_all(kind: Kind) {
     assert!(
         chains.iter().all(|c| c.problems.is_empty()),
         "the batched entries keep the chain intact: {:?}",
+        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
+    );
+    app.finish().await;
+}
+
+/// Concurrent single submits are written together (group commit); each is still checked
+/// against its cap and its key as if it had been alone, and one refused does not fail the
+/// others.
+async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
+    let config = switchyard::config::Config {
+        max_pending_per_user: 10,
+        ..crate::common::test_config()
+    };
+    let app = TestApp::with_config(kind, config).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let body = |name: String| json!({"queue_id": q, "name": name, "command": "train.py", "gpu_milli": 1000, "duration_ms": 60000});
+    let pool = app.state.store.pool.clone();
+    let scalar = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(&sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+
+    // 32 at once against a cap of 10 waiting jobs per user: exactly 10 stored.
+    let answers = futures::future::join_all(
+        (0..32).map(|i| app.post("/api/v1/jobs", &s.member, body(format!("j{i}")))),
+    )
+    .await;
+    let mut created = Vec::new();
+    for r in &answers {
+        match r.status {
+            StatusCode::CREATED => created.push(r.body["id"].as_str().unwrap().to_string()),
+            StatusCode::CONFLICT => {
+                assert_eq!(
+                    r.headers[axum::http::header::CONTENT_TYPE],
+                    "application/problem+json",
+                    "{}",
+                    r.text
+                );
+                assert!(
+                    r.text.contains("at most 10 may wait per user"),
+                    "{}",
+                    r.text
+                );
+            }
+            other => panic!("{other}: {}", r.text),
+        }
+    }
+    assert_eq!(created.len(), 10, "the cap holds within a group commit");
+    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 10);
+    // Each stored job has its first event and its audit entry; nothing of the refused ones.
+    let list = created
+        .iter()
+        .map(|id| format!("'{id}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let events = scalar(format!("SELECT COUNT(*) FROM job_events WHERE to_state = 'queued' AND from_state IS NULL AND job_id IN ({list})")).await;
+    assert_eq!(events, 10);
+    assert_eq!(scalar("SELECT COUNT(*) FROM job_events".into()).await, 10);
+    let audited = scalar(format!(
+        "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit' AND target_id IN ({list})"
+    ))
+    .await;
+    assert_eq!(audited, 10);
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
+        10
+    );
+
+    // A refused submit leaves its key unused: the retry is checked again, not replayed.
+    for _ in 0..2 {
+        let r = submit_with_key(&app, &s.member, "/api/v1/jobs", "m-1", &body("m".into())).await;
+        assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    }
+
+    // Twelve at once with one key and four without: one job for the key, the others replay
+    // it; the keyless ones are stored beside it.
+    let keyed = body("keyed".into());
+    let (with_key, without) = futures::future::join(
+        futures::future::join_all(
+            (0..12).map(|_| submit_with_key(&app, &s.admin, "/api/v1/jobs", "k-1", &keyed)),
+        ),
+        futures::future::join_all(
+            (0..4).map(|i| app.post("/api/v1/jobs", &s.admin, body(format!("a{i}")))),
+        ),
+    )
+    .await;
+    let ids: std::collections::BTreeSet<&str> = with_key
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+            r.body["id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "one job for one key");
+    let fresh = with_key
+        .iter()
+        .filter(|r| r.headers.get("idempotent-replayed").is_none())
+        .count();
+    assert_eq!(fresh, 1, "the others are replays");
+    assert!(without.iter().all(|r| r.status == StatusCode::CREATED));
+    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 15);
+    // The key with another body at the same time as a retry: the retry replays, the other
+    // body is refused, nothing new is stored.
+    let mut other = keyed.clone();
+    other["name"] = json!("other");
+    let (retry, clash) = futures::future::join(
+        submit_with_key(&app, &s.admin, "/api/v1/jobs", "k-1", &keyed),
+        submit_with_key(&app, &s.admin, "/api/v1/jobs", "k-1", &other),
+    )
+    .await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text);
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    assert_eq!(
+        clash.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        clash.text
+    );
+    assert_eq!(clash.body["errors"][0]["field"], "Idempotency-Key");
+    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 15);
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
+        15
+    );
+    let chains = switchyard::audit::verify(app.store()).await.unwrap();
+    assert!(
+        chains.iter().all(|c| c.problems.is_empty()),
+        "{:?}",
         chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
     );
     app.finish().await;

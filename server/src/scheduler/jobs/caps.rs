@@ -1,7 +1,7 @@
 //! Caps on waiting jobs, so one user or one group cannot fill the store (and the scheduler's
 //! snapshot) with queued jobs. Checked inside the submit's write transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use app::model::Job;
 
@@ -39,6 +39,41 @@ fn db(e: sqlx::Error) -> AppError {
     AppError::Internal
 }
 
+async fn user_waiting(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2 AND state = 'queued'",
+    )
+    .bind(tenant_id)
+    .bind(user_id)
+    .fetch_one(&mut *tx.tx)
+    .await
+}
+
+async fn group_waiting(tx: &mut WriteTx, group_id: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE group_id = $1 AND state = 'queued'")
+        .bind(group_id)
+        .fetch_one(&mut *tx.tx)
+        .await
+}
+
+fn user_full(caps: PendingCaps, mine: i64, adding: i64) -> AppError {
+    AppError::Conflict(format!(
+        "you have {mine} waiting jobs; at most {} may wait per user (these {adding} would exceed it)",
+        caps.per_user
+    ))
+}
+
+fn group_full(caps: PendingCaps, waiting: i64) -> AppError {
+    AppError::Conflict(format!(
+        "the group has {waiting} waiting jobs; at most {} may wait per group",
+        caps.per_group
+    ))
+}
+
 /// Refuses `new` jobs of one user when they would take the user's or a group's waiting jobs
 /// past its cap.
 pub async fn check(
@@ -49,38 +84,63 @@ pub async fn check(
     new: &[&Job],
 ) -> Result<(), AppError> {
     let adding = i64::try_from(new.len()).unwrap_or(i64::MAX);
-    let mine: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2 AND state = 'queued'",
-    )
-    .bind(tenant_id)
-    .bind(user_id)
-    .fetch_one(&mut *tx.tx)
-    .await
-    .map_err(db)?;
+    let mine = user_waiting(tx, tenant_id, user_id).await.map_err(db)?;
     if mine.saturating_add(adding) > caps.per_user {
-        return Err(AppError::Conflict(format!(
-            "you have {mine} waiting jobs; at most {} may wait per user (these {adding} would exceed it)",
-            caps.per_user
-        )));
+        return Err(user_full(caps, mine, adding));
     }
     let mut per_group: BTreeMap<&str, i64> = BTreeMap::new();
     for j in new {
         *per_group.entry(j.group_id.as_str()).or_default() += 1;
     }
     for (group, n) in per_group {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM jobs WHERE group_id = $1 AND state = 'queued'",
-        )
-        .bind(group)
-        .fetch_one(&mut *tx.tx)
-        .await
-        .map_err(db)?;
+        let waiting = group_waiting(tx, group).await.map_err(db)?;
         if waiting.saturating_add(n) > caps.per_group {
-            return Err(AppError::Conflict(format!(
-                "the group has {waiting} waiting jobs; at most {} may wait per group",
-                caps.per_group
-            )));
+            return Err(group_full(caps, waiting));
         }
     }
     Ok(())
+}
+
+/// Waiting jobs as one transaction that stores many requests' jobs sees them: each user's and
+/// group's count is read from the store once, then every job the transaction takes adds one,
+/// so each request is checked against the jobs committed before and those taken before it in
+/// the same transaction.
+#[derive(Default)]
+pub struct Tally {
+    users: HashMap<(String, String), i64>,
+    groups: HashMap<String, i64>,
+}
+
+impl Tally {
+    /// Takes one more waiting job of this user in `job`'s group, or answers why not (the
+    /// outer error is the store's).
+    pub async fn take(
+        &mut self,
+        tx: &mut WriteTx,
+        caps: PendingCaps,
+        tenant_id: &str,
+        user_id: &str,
+        job: &Job,
+    ) -> Result<Result<(), AppError>, sqlx::Error> {
+        let user = (tenant_id.to_string(), user_id.to_string());
+        let mine = match self.users.get(&user) {
+            Some(n) => *n,
+            None => user_waiting(tx, tenant_id, user_id).await?,
+        };
+        self.users.insert(user.clone(), mine);
+        if mine.saturating_add(1) > caps.per_user {
+            return Ok(Err(user_full(caps, mine, 1)));
+        }
+        let waiting = match self.groups.get(&job.group_id) {
+            Some(n) => *n,
+            None => group_waiting(tx, &job.group_id).await?,
+        };
+        self.groups.insert(job.group_id.clone(), waiting);
+        if waiting.saturating_add(1) > caps.per_group {
+            return Ok(Err(group_full(caps, waiting)));
+        }
+        self.users.insert(user, mine + 1);
+        self.groups.insert(job.group_id.clone(), waiting + 1);
+        Ok(Ok(()))
+    }
 }

@@ -45,6 +45,16 @@ pub enum Claim {
     New,
     /// Used before with the same request: these jobs answer it.
     Replay(Vec<String>),
+    /// Used before with another request (refused, see [`clash`]).
+    Clash,
+}
+
+/// The answer to a key used before with another request.
+pub fn clash() -> AppError {
+    AppError::field(
+        "Idempotency-Key",
+        "was already used with a different request",
+    )
 }
 
 /// Claims `key` for this user in `tx`. A key used before with another request is a 422.
@@ -55,18 +65,44 @@ pub async fn claim(
     key: &IdemKey,
     now: i64,
 ) -> Result<Claim, crate::http::error::ApiError> {
+    forget_expired(tx, now).await?;
+    match claim_as(tx, tenant_id, user_id, key, now, &[]).await? {
+        Claim::Clash => Err(clash().into()),
+        c => Ok(c),
+    }
+}
+
+/// Deletes the keys older than [`KEEP_MS`].
+pub async fn forget_expired(tx: &mut WriteTx, now: i64) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
         .bind(now - KEEP_MS)
         .execute(&mut *tx.tx)
         .await?;
+    Ok(())
+}
+
+/// [`claim`] that, on first use, already stores the jobs the caller is about to create (so a
+/// later request with the key in the same transaction replays them); the caller deletes the
+/// claim with [`release`] if it then creates nothing. Expired keys are left to
+/// [`forget_expired`].
+pub async fn claim_as(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    key: &IdemKey,
+    now: i64,
+    job_ids: &[&str],
+) -> Result<Claim, sqlx::Error> {
+    let ids = serde_json::to_string(job_ids).unwrap_or_else(|_| "[]".into());
     let fresh = sqlx::query(
         "INSERT INTO idempotency_keys (tenant_id, user_id, idem_key, request_digest, job_ids, created_at)
-         VALUES ($1, $2, $3, $4, '[]', $5) ON CONFLICT DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
     )
     .bind(tenant_id)
     .bind(user_id)
     .bind(&key.key)
     .bind(&key.digest)
+    .bind(ids)
     .bind(now)
     .execute(&mut *tx.tx)
     .await?
@@ -83,15 +119,29 @@ pub async fn claim(
     .fetch_one(&mut *tx.tx)
     .await?;
     if digest != key.digest {
-        return Err(AppError::field(
-            "Idempotency-Key",
-            "was already used with a different request",
-        )
-        .into());
+        return Ok(Claim::Clash);
     }
     let ids: Vec<String> =
         serde_json::from_str(&ids).map_err(|e| crate::store::corrupt("job_ids", e))?;
     Ok(Claim::Replay(ids))
+}
+
+/// Takes back a claim made in `tx` whose request created nothing (refused by a cap).
+pub async fn release(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    key: &IdemKey,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND user_id = $2 AND idem_key = $3",
+    )
+    .bind(tenant_id)
+    .bind(user_id)
+    .bind(&key.key)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(())
 }
 
 /// Stores the jobs a claimed key created, in the transaction that created them.

@@ -22,6 +22,7 @@ use crate::http::error::{ApiResult, AppError};
 use crate::http::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
+mod group_commit;
 mod submit;
 mod waiting;
 pub use submit::*;

@@ -6,6 +6,7 @@ use app::access::Action;
 use app::model::*;
 
 use super::caps::PendingCaps;
+use super::group_commit;
 use super::idempotency::{self, Claim, IdemKey};
 use super::*;
 use crate::audit;
@@ -61,7 +62,7 @@ async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<Qu
 
 /// What a queue's profile gives each job, stored with it.
 #[derive(Clone, Copy)]
-struct Gives {
+pub(super) struct Gives {
     gpu_memory_mb: i64,
     cpu_milli: i64,
     memory_mb: i64,
@@ -322,22 +323,32 @@ fn placeholders(rows: usize, arity: usize) -> String {
     out
 }
 
+/// One prepared job to store: its tenant, what its profile gives it, its class's priority.
+pub(super) struct NewJob<'a> {
+    pub tenant_id: &'a str,
+    pub job: &'a Job,
+    pub gives: Gives,
+    pub priority: i64,
+}
+
 /// Stores prepared jobs (state `queued`) and their first event, in multi-row inserts.
-async fn insert_jobs(
-    tx: &mut WriteTx,
-    tenant_id: &str,
-    items: &[(Job, Gives, i64)],
-) -> Result<(), sqlx::Error> {
+pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Result<(), sqlx::Error> {
     for chunk in items.chunks(INSERT_CHUNK) {
         let sql = format!(
             "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
             placeholders(chunk.len(), JOB_INSERT_ARITY)
         );
         let mut q = sqlx::query(&sql);
-        for (j, profile, priority) in chunk {
+        for NewJob {
+            tenant_id,
+            job: j,
+            gives: profile,
+            priority,
+        } in chunk
+        {
             q = q
                 .bind(&j.id)
-                .bind(tenant_id)
+                .bind(*tenant_id)
                 .bind(&j.queue_id)
                 .bind(&j.group_id)
                 .bind(&j.user_id)
@@ -370,10 +381,13 @@ async fn insert_jobs(
             placeholders(chunk.len(), 7)
         );
         let mut q = sqlx::query(&sql);
-        for (j, _, _) in chunk {
+        for NewJob {
+            tenant_id, job: j, ..
+        } in chunk
+        {
             q = q
                 .bind(new_id())
-                .bind(tenant_id)
+                .bind(*tenant_id)
                 .bind(&j.id)
                 .bind(j.submitted_at)
                 .bind(None::<String>)
@@ -394,7 +408,10 @@ fn priority_of(ctx: &QueueCtx, job: &Job) -> i64 {
         .unwrap_or(50)
 }
 
-/// Validates and stores a new job (state `queued`) with its event and audit entry.
+/// Validates and stores a new job (state `queued`) with its event and audit entry. The
+/// checks that need no lock run here, concurrently with other requests; the write joins the
+/// next group commit ([`group_commit`]), which checks the idempotency key and the caps against
+/// what is committed and what the same commit stores before it.
 pub async fn submit(
     store: &Store,
     p: &Principal,
@@ -407,52 +424,33 @@ pub async fn submit(
     let ctx = queue_ctx(store, p, &input.queue_id).await?;
     let now = store.now();
     let job = prepare(&ctx, p, input, now)?;
-    let priority = priority_of(&ctx, &job);
-    let mut tx = store.begin_write().await?;
-    if let Some(k) = key {
-        if let Claim::Replay(ids) =
-            idempotency::claim(&mut tx, p.tenant_id(), p.user_id(), k, now).await?
-        {
-            drop(tx);
+    let summary = json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class});
+    let pending = group_commit::Pending {
+        tenant_id: p.tenant_id().to_string(),
+        user_id: p.user_id().to_string(),
+        actor: audit::Actor::of(p),
+        meta: meta.clone(),
+        caps,
+        key: key.cloned(),
+        gives: Gives::of(&ctx.profile),
+        priority: priority_of(&ctx, &job),
+        summary,
+        job,
+    };
+    match group_commit::commit(store, pending).await? {
+        group_commit::Outcome::Created(job) => Ok(Submitted {
+            value: *job,
+            replayed: false,
+        }),
+        group_commit::Outcome::Replay(ids) => {
             let mut jobs = super::get_jobs(store, p, &ids).await?;
             let job = jobs.pop().ok_or(AppError::NotFound)?;
-            return Ok(Submitted {
+            Ok(Submitted {
                 value: job,
                 replayed: true,
-            });
+            })
         }
     }
-    self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &[&job]).await?;
-    let items = [(job, Gives::of(&ctx.profile), priority)];
-    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
-    if let Some(k) = key {
-        idempotency::remember(
-            &mut tx,
-            p.tenant_id(),
-            p.user_id(),
-            k,
-            &[items[0].0.id.as_str()],
-        )
-        .await?;
-    }
-    let [(job, _, _)] = items;
-    audit::record(
-        &mut tx,
-        now,
-        p,
-        meta,
-        "job.submit",
-        "job",
-        &job.id,
-        json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class}),
-    )
-    .await?;
-    tx.wake_scheduler();
-    tx.commit().await?;
-    Ok(Submitted {
-        value: job,
-        replayed: false,
-    })
 }
 
 /// What a submit answers: the jobs, and whether they were created by an earlier request with
@@ -534,7 +532,16 @@ pub async fn submit_batch(
     }
     let new: Vec<&Job> = items.iter().map(|(j, _, _)| j).collect();
     self::caps::check(&mut tx, caps, p.tenant_id(), p.user_id(), &new).await?;
-    insert_jobs(&mut tx, p.tenant_id(), &items).await?;
+    let rows: Vec<NewJob> = items
+        .iter()
+        .map(|(job, gives, priority)| NewJob {
+            tenant_id: p.tenant_id(),
+            job,
+            gives: *gives,
+            priority: *priority,
+        })
+        .collect();
+    insert_jobs(&mut tx, &rows).await?;
     if let Some(k) = key {
         let ids: Vec<&str> = items.iter().map(|(j, _, _)| j.id.as_str()).collect();
         idempotency::remember(&mut tx, p.tenant_id(), p.user_id(), k, &ids).await?;

@@ -50,6 +50,9 @@ pub fn allowed(me: &Me, action: Action) -> bool {
 /// The navigation entries a user may use, in order: (href, label).
 pub fn navigation(me: &Me) -> Vec<(&'static str, &'static str)> {
     let mut items = vec![("/portal", "Portal")];
+    if allowed(me, Action::SubmitJobs) {
+        items.push(("/jobs", "Jobs"));
+    }
     if allowed(me, Action::ViewPolicy) {
         items.push(("/policy", "Policy Manager"));
     }

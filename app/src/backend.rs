@@ -54,6 +54,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn policy_config(&self, p: &Principal) -> Result<PolicyConfig, AppError>;
     async fn portal_overview(&self, p: &Principal) -> Result<PortalOverview, AppError>;
     async fn job_detail(&self, p: &Principal, job_id: &str) -> Result<JobDetail, AppError>;
+    async fn list_jobs(&self, p: &Principal, query: JobQuery) -> Result<Page<Job>, AppError>;
     async fn submit_job(
         &self,
         p: &Principal,

@@ -128,3 +128,48 @@ test('the preempted job was checkpointed, requeued and says why it waits', async
   await shot(page, 'job-preempted');
   await context.close();
 });
+
+test('the jobs list searches, filters and pages: an admin over the tenant, a member over their own', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'alice');
+  await page.click('nav >> text=Jobs');
+  await page.waitForSelector('[data-testid=all-jobs-table]');
+  // The admin sees other users' jobs.
+  const users = await page.locator('[data-testid=all-jobs-table] tbody td:nth-child(3)').allTextContents();
+  assert.ok(users.some(u => u !== 'alice'), users.join(','));
+  // Filter by state with the plain GET form: every row shown is running.
+  await page.selectOption('#f-state', 'running');
+  await Promise.all([page.waitForURL(/state=running/), page.click('button:has-text("Filter")')]);
+  await page.waitForSelector('[data-testid=all-jobs-table]');
+  const states = await page.locator('[data-testid=all-jobs-table] [data-state]').evaluateAll(els => els.map(e => e.dataset.state));
+  assert.ok(states.length > 0 && states.every(s => s === 'running'), states.join(','));
+  // A name search that matches nothing says so.
+  await page.goto(`${BASE}/jobs?q=${encodeURIComponent('no such job %_')}`);
+  await page.waitForSelector('[data-testid=no-jobs]');
+  // Pages (10 here): the next page has other jobs than the first.
+  await page.goto(`${BASE}/jobs?limit=10`);
+  await page.waitForSelector('[data-testid=all-jobs-table]');
+  const first = await page.locator('[data-testid=all-jobs-table] tbody tr').evaluateAll(rs => rs.map(r => r.dataset.job));
+  assert.equal(first.length, 10);
+  await page.click('[data-testid=older-jobs]');
+  await page.waitForURL(/cursor=/);
+  await page.waitForSelector('[data-testid=all-jobs-table]');
+  const second = await page.locator('[data-testid=all-jobs-table] tbody tr').evaluateAll(rs => rs.map(r => r.dataset.job));
+  assert.ok(second.length > 0 && second.every(n => !first.includes(n)), 'another page');
+  await shot(page, 'jobs');
+  await page.setViewportSize({ width: 390, height: 844 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390, 'the jobs page fits 390 px');
+  await shot(page, 'jobs-phone');
+  await context.close();
+
+  // A member sees only their own jobs.
+  const member = await browser.newContext();
+  const mpage = await member.newPage();
+  await signIn(mpage, 'acme', 'bob');
+  await mpage.goto(`${BASE}/jobs`);
+  await mpage.waitForSelector('[data-testid=all-jobs-table]');
+  const own = await mpage.locator('[data-testid=all-jobs-table] tbody td:nth-child(3)').allTextContents();
+  assert.ok(own.length > 0 && own.every(u => u === 'bob'), own.join(','));
+  await member.close();
+});

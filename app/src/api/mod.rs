@@ -19,8 +19,8 @@ use crate::model::{
 };
 use crate::model::{
     AuditEntry, AuditFilter, ConnectionCheck, Group, GroupDetail, IdentityProvider, Job, JobDetail,
-    Page, Policy, PolicyConfig, PolicyOverview, Pool, PortalOverview, Profile, Queue, SessionInfo,
-    SignInOptions, SignInSettings, Tenant, TenantSummary, User, UserAccess,
+    JobQuery, Page, Policy, PolicyConfig, PolicyOverview, Pool, PortalOverview, Profile, Queue,
+    SessionInfo, SignInOptions, SignInSettings, Tenant, TenantSummary, User, UserAccess,
 };
 
 mod identity;

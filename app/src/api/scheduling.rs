@@ -34,6 +34,11 @@ pub async fn load_portal() -> Result<PortalOverview, AppError> {
     ctx::reading(|c| async move { c.backend.portal_overview(&c.principal).await }).await
 }
 
+#[server(prefix = "/_sf", endpoint = "jobs/list")]
+pub async fn list_jobs(query: JobQuery) -> Result<Page<Job>, AppError> {
+    ctx::reading(move |c| async move { c.backend.list_jobs(&c.principal, query).await }).await
+}
+
 #[server(prefix = "/_sf", endpoint = "jobs/detail")]
 pub async fn load_job(job_id: String) -> Result<JobDetail, AppError> {
     ctx::reading(move |c| async move { c.backend.job_detail(&c.principal, &job_id).await }).await

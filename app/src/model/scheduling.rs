@@ -188,6 +188,21 @@ pub struct JobDetail {
     pub waiting: Option<Waiting>,
 }
 
+/// Filters for a list of jobs (newest first). Members see their own jobs; admins see the
+/// tenant's.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobQuery {
+    pub state: Option<String>,
+    pub queue_id: Option<String>,
+    pub group_id: Option<String>,
+    /// A username.
+    pub user: Option<String>,
+    /// Part of the job's name.
+    pub q: Option<String>,
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
 /// Why a queued job waits, beyond its wait reason: its place in its queue, its group's use
 /// against its reservation, limit and fair share, who borrows on its queue's pools, and the
 /// jobs being stopped for it.

@@ -127,6 +127,19 @@ impl Backend for WebBackend {
     async fn job_detail(&self, p: &Principal, job_id: &str) -> Result<JobDetail, AppError> {
         Ok(jobs::job_detail(&self.state.store, p, job_id).await?)
     }
+    async fn list_jobs(&self, p: &Principal, q: JobQuery) -> Result<Page<Job>, AppError> {
+        let filter = jobs::JobFilter {
+            state: q.state,
+            queue_id: q.queue_id,
+            group_id: q.group_id,
+            user: q.user,
+            q: q.q,
+            mine: None,
+            limit: q.limit,
+            cursor: q.cursor,
+        };
+        Ok(jobs::list_jobs(&self.state.store, p, &filter).await?)
+    }
     async fn submit_job(
         &self,
         p: &Principal,

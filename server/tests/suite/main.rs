@@ -15,6 +15,7 @@ mod fairness;
 mod in_use;
 mod input;
 mod isolation;
+mod job_search;
 mod jobs;
 mod ldap;
 mod local_jobs;

@@ -121,6 +121,12 @@ pub struct JobFilter {
     pub state: Option<String>,
     /// Only this queue.
     pub queue_id: Option<String>,
+    /// Only this group's jobs.
+    pub group_id: Option<String>,
+    /// Only this user's jobs (username; admins).
+    pub user: Option<String>,
+    /// Only jobs whose name contains this (any case).
+    pub q: Option<String>,
     /// Only the caller's own jobs (admins see all by default).
     pub mine: Option<bool>,
     /// Page size, 1 to 500 (default 100).
@@ -141,7 +147,25 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
             return Err(AppError::field("state", "not a job state").into());
         }
     }
-    let sql = format!("{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND ($3 = '' OR j.state = $3 OR ($3 = 'preempted' AND j.state = 'queued' AND j.resume_count > 0)) AND ($4 = '' OR j.queue_id = $4) AND ($5 = '' OR j.id < $5) ORDER BY j.id DESC LIMIT $6");
+    if f.q.as_ref().is_some_and(|q| q.chars().count() > 200) {
+        return Err(AppError::field("q", "at most 200 characters").into());
+    }
+    // The name search as a LIKE pattern, its wildcards taken literally.
+    let pattern =
+        f.q.as_deref()
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(|q| {
+                let escaped = q
+                    .to_lowercase()
+                    .replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_");
+                format!("%{escaped}%")
+            })
+            .unwrap_or_default();
+    let sql = format!("{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND ($3 = '' OR j.state = $3 OR ($3 = 'preempted' AND j.state = 'queued' AND j.resume_count > 0)) AND ($4 = '' OR j.queue_id = $4) AND ($5 = '' OR j.id < $5)
+        AND ($7 = '' OR j.group_id = $7) AND ($8 = '' OR j.username = $8) AND ($9 = '' OR LOWER(j.name) LIKE $9 ESCAPE '\\') ORDER BY j.id DESC LIMIT $6");
     let rows = sqlx::query(&sql)
         .bind(p.tenant_id())
         .bind(visible_user(p, f.mine.unwrap_or(false)))
@@ -149,6 +173,9 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
         .bind(f.queue_id.clone().unwrap_or_default())
         .bind(f.cursor.clone().unwrap_or_default())
         .bind(limit + 1)
+        .bind(f.group_id.clone().unwrap_or_default())
+        .bind(f.user.clone().unwrap_or_default())
+        .bind(pattern)
         .fetch_all(&store.pool)
         .await?;
     let mut items = rows

@@ -1,0 +1,171 @@
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use super::policy::gpus;
+use crate::api::list_jobs;
+use crate::model::{Job, JobQuery, JobState};
+use crate::time::format_ms;
+use crate::ui::*;
+
+/// The states a list can be narrowed to, in the order a job passes them.
+const STATES: [&str; 10] = [
+    "queued",
+    "admitted",
+    "starting",
+    "running",
+    "preempting",
+    "preempted",
+    "succeeded",
+    "failed",
+    "aborted",
+    "lost",
+];
+
+/// Jobs with search, filters and pages: an admin's over the whole tenant, a member's over
+/// their own. The filter form is a plain GET form, so a filtered view can be shared and it
+/// works before hydration.
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    let query = use_query_map();
+    let get = move |k: &str| query.read().get(k).unwrap_or_default();
+    let filter = move || {
+        let q = query.read();
+        let text = |k: &str| q.get(k).filter(|v| !v.trim().is_empty());
+        JobQuery {
+            state: text("state"),
+            queue_id: text("queue_id"),
+            group_id: text("group_id"),
+            user: text("user"),
+            q: text("q"),
+            limit: Some(text("limit").and_then(|l| l.parse().ok()).unwrap_or(50)),
+            cursor: text("cursor"),
+        }
+    };
+    let jobs = Resource::new(filter, list_jobs);
+    let next_href = move |cursor: String| {
+        let q = query.read();
+        let mut parts: Vec<String> = ["state", "queue_id", "group_id", "user", "q", "limit"]
+            .iter()
+            .filter_map(|k| q.get(k).map(|v| format!("{k}={}", urlencode(&v))))
+            .collect();
+        parts.push(format!("cursor={}", urlencode(&cursor)));
+        format!("/jobs?{}", parts.join("&"))
+    };
+    view! {
+        <Title text="Jobs"/>
+        <PageHeader title="Jobs" subtitle="Newest first. Admins see every job of the organization; members see their own."/>
+        <form method="get" action="/jobs" class="mb-6 grid grid-cols-2 gap-3 rounded-lg border border-slate-200 bg-white p-4 shadow-sm md:grid-cols-5">
+            <div><label class=LABEL for="f-q">"Name contains"</label>
+                <input id="f-q" name="q" class=INPUT prop:value=move || get("q")/></div>
+            <div><label class=LABEL for="f-state">"State"</label>
+                <select id="f-state" name="state" class=INPUT>
+                    <option value="" selected=move || get("state").is_empty()>"any"</option>
+                    {STATES.iter().map(|s| view! {
+                        <option value=*s selected=move || get("state") == *s>{*s}</option>
+                    }).collect_view()}
+                </select></div>
+            <div><label class=LABEL for="f-user">"User"</label>
+                <input id="f-user" name="user" class=INPUT placeholder="username" prop:value=move || get("user")/></div>
+            <div class="col-span-2 flex items-end gap-2 md:col-span-2">
+                <button type="submit" class=BUTTON>"Filter"</button>
+                <a href="/jobs" class="px-2 py-2 text-sm text-slate-600 hover:underline">"Clear"</a>
+            </div>
+        </form>
+        <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match jobs.await {
+                    Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
+                    Ok(page) if page.items.is_empty() => view! {
+                        <p class="text-sm text-slate-600" data-testid="no-jobs">"No jobs match."</p>
+                    }.into_any(),
+                    Ok(page) => view! {
+                        <div class="overflow-x-auto rounded-lg border border-slate-200 bg-white shadow-sm">
+                            <table class=TABLE data-testid="all-jobs-table">
+                                <thead class="bg-slate-50"><tr>
+                                    <th class=TH>"Name"</th><th class=TH>"State"</th><th class=TH>"User"</th>
+                                    <th class=TH>"Queue"</th><th class=TH>"GPUs"</th><th class=TH>"Submitted"</th>
+                                    <th class=TH>"Ran for"</th><th class=TH>"Why it waits"</th>
+                                </tr></thead>
+                                <tbody class="divide-y divide-slate-100">
+                                    {page.items.into_iter().map(|j| view! { <JobRow j/> }).collect_view()}
+                                </tbody>
+                            </table>
+                        </div>
+                        {page.next_cursor.map(|c| view! {
+                            <a class="mt-4 inline-block text-sm text-indigo-700 hover:underline" href=next_href(c) data-testid="older-jobs">"Older jobs →"</a>
+                        })}
+                    }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn JobRow(j: Job) -> impl IntoView {
+    // How long it ran, or since when it runs.
+    let ran = j.started_at.map(|s| match j.finished_at {
+        Some(f) => duration(f.saturating_sub(s)),
+        None => format!("since {}", format_ms(s).get(11..16).unwrap_or_default()),
+    });
+    let state = if j.state == JobState::Queued && j.resume_count > 0 {
+        "preempted (waits to resume)".to_string()
+    } else {
+        j.state.to_string()
+    };
+    view! {
+        <tr data-job=j.name.clone()>
+            <td class=TD><a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name.clone()}</a></td>
+            <td class=format!("{TD} whitespace-nowrap") data-state=j.state.as_str()>{state}</td>
+            <td class=TD>{j.username.clone()}</td>
+            <td class=TD>{j.queue_name.clone()}</td>
+            <td class=format!("{TD} tabular-nums")>{gpus(j.gpu_milli)}</td>
+            <td class=format!("{TD} whitespace-nowrap text-slate-600")>{format_ms(j.submitted_at)}</td>
+            <td class=format!("{TD} tabular-nums")>{ran.unwrap_or_else(|| "—".into())}</td>
+            <td class=format!("{TD} whitespace-nowrap text-slate-600") title=j.wait_reason.clone().unwrap_or_default()>{j.wait_code.as_deref().map(short_wait).unwrap_or_default()}</td>
+        </tr>
+    }
+}
+
+/// A wait code in a few words (the job's page has the whole reason).
+fn short_wait(code: &str) -> &'static str {
+    match code {
+        "over_limit" => "at its group's limit",
+        "quota_exhausted" => "reservation in use",
+        "no_capacity" => "no room",
+        "fragmented" => "GPUs not together",
+        "gpu_memory" => "GPU memory",
+        "cpu" => "CPU",
+        "host_memory" => "memory",
+        "held_elsewhere" => "room held for others",
+        "protected" => "borrowers protected",
+        "reclaiming" => "reclaiming",
+        "capacity_held" => "node held for it",
+        "behind_held_job" => "behind a held job",
+        "no_idle_capacity" => "no idle GPUs",
+        "unschedulable" => "never fits",
+        _ => "waiting",
+    }
+}
+
+/// `1 h 02 min`, `3 min 05 s`, `12 s`.
+fn duration(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        s if s >= 3600 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{} min {:02} s", s / 60, s % 60),
+        s => format!("{s} s"),
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

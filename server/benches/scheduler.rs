@@ -2,8 +2,9 @@
 //! BENCHMARKS.md. `cargo bench -p switchyard --bench scheduler` (release profile, one core).
 //!
 //! The headline snapshot: 10,000 GPUs (1,250 nodes x 8), 1,000 groups in 100 tenants, 100,000
-//! pending jobs with mixed fractions and whole GPUs, the cluster already full of over-quota work
-//! so that reservations must be reclaimed by preemption.
+//! pending jobs with mixed fractions and whole GPUs (each with 8 cores and 64 GiB of its 128-core,
+//! 1 TiB node), the cluster already full of over-quota work so that reservations must be
+//! reclaimed by preemption.
 
 use std::time::Instant;
 
@@ -30,6 +31,9 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             nodes: (0..nodes / 2)
                 .map(|_| Node {
                     devices: (0..8).map(|_| Device { memory_mb: 80_000 }).collect(),
+                    // 128 cores and 1 TiB: jobs' CPU and memory are checked too.
+                    cpu_milli: 128_000,
+                    ram_mb: 1_048_576,
                 })
                 .collect(),
         },
@@ -37,6 +41,9 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             nodes: (0..nodes - nodes / 2)
                 .map(|_| Node {
                     devices: (0..8).map(|_| Device { memory_mb: 80_000 }).collect(),
+                    // 128 cores and 1 TiB: jobs' CPU and memory are checked too.
+                    cpu_milli: 128_000,
+                    ram_mb: 1_048_576,
                 })
                 .collect(),
         },
@@ -78,6 +85,8 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
                     preemptible: true,
                     gpus: 1000,
                     memory_mb: 0,
+                    cpu_milli: 8_000,
+                    ram_mb: 65_536,
                     placement: Placement {
                         pool: p as u32,
                         node: n as u32,
@@ -102,6 +111,9 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             may_exceed: true,
             gpus: sizes[rng.below(sizes.len() as u64) as usize],
             memory_mb: 0,
+            // Profiles give each job 8 cores and 64 GiB.
+            cpu_milli: 8_000,
+            ram_mb: 65_536,
             submitted_at: i as i64,
             waiting_since: i as i64,
             ..Default::default()

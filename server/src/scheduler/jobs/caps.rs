@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use app::model::Job;
+use sqlx::Row;
 
 use crate::config::Config;
 use crate::http::error::AppError;
@@ -123,16 +124,33 @@ impl Tally {
         job: &Job,
     ) -> Result<Result<(), AppError>, sqlx::Error> {
         let user = (tenant_id.to_string(), user_id.to_string());
-        let mine = match self.users.get(&user) {
-            Some(n) => *n,
-            None => user_waiting(tx, tenant_id, user_id).await?,
+        let (mine, waiting) = match (self.users.get(&user), self.groups.get(&job.group_id)) {
+            (Some(m), Some(w)) => (*m, Some(*w)),
+            (Some(m), None) => (*m, None),
+            (None, Some(w)) => (user_waiting(tx, tenant_id, user_id).await?, Some(*w)),
+            // Both unknown (a group commit's first job of this user): one statement.
+            (None, None) => {
+                let row = sqlx::query(
+                    "SELECT (SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2 AND state = 'queued') AS mine,
+                            (SELECT COUNT(*) FROM jobs WHERE group_id = $3 AND state = 'queued') AS waiting",
+                )
+                .bind(tenant_id)
+                .bind(user_id)
+                .bind(&job.group_id)
+                .fetch_one(&mut *tx.tx)
+                .await?;
+                (row.try_get("mine")?, Some(row.try_get("waiting")?))
+            }
         };
         self.users.insert(user.clone(), mine);
+        if let Some(w) = waiting {
+            self.groups.insert(job.group_id.clone(), w);
+        }
         if mine.saturating_add(1) > caps.per_user {
             return Ok(Err(user_full(caps, mine, 1)));
         }
-        let waiting = match self.groups.get(&job.group_id) {
-            Some(n) => *n,
+        let waiting = match waiting {
+            Some(n) => n,
             None => group_waiting(tx, &job.group_id).await?,
         };
         self.groups.insert(job.group_id.clone(), waiting);

@@ -25,7 +25,7 @@ use super::idempotency::{self, Claim, IdemKey};
 use super::submit::{insert_jobs, Gives, NewJob};
 use crate::audit::{self, Actor, BatchRecord};
 use crate::http::error::AppError;
-use crate::store::Store;
+use crate::store::{Store, WriteTx};
 
 /// The most submits one transaction writes.
 pub const MAX_GROUP: usize = 256;
@@ -105,11 +105,12 @@ pub async fn commit(store: &Store, item: Pending) -> Result<Outcome, AppError> {
                 let (store, queue) = (store.clone(), queue.clone());
                 tokio::spawn(async move {
                     loop {
-                        let group = take(&queue);
+                        let mut group = Vec::new();
+                        take(&queue, &mut group);
                         if group.is_empty() {
                             break;
                         }
-                        write(&store, group).await;
+                        write(&store, &queue, group).await;
                     }
                     drop(turn);
                 });
@@ -118,38 +119,47 @@ pub async fn commit(store: &Store, item: Pending) -> Result<Outcome, AppError> {
     }
 }
 
-/// The oldest queued submits whose requests still wait, up to [`MAX_GROUP`].
-fn take(queue: &Queue) -> Vec<Waiting> {
+/// Moves the oldest queued submits whose requests still wait into `group`, up to
+/// [`MAX_GROUP`].
+fn take(queue: &Queue, group: &mut Vec<Waiting>) {
     let mut pending = queue.pending.lock().unwrap_or_else(|e| e.into_inner());
-    let mut group = Vec::with_capacity(pending.len().min(MAX_GROUP));
     while group.len() < MAX_GROUP {
         let Some(w) = pending.pop_front() else { break };
         if !w.1.is_closed() {
             group.push(w);
         }
     }
-    group
 }
 
-/// Writes a group and answers each of its requests.
-async fn write(store: &Store, group: Vec<Waiting>) {
-    let (items, replies): (Vec<Pending>, Vec<oneshot::Sender<Reply>>) = group.into_iter().unzip();
+/// Writes a group, with those queued while its transaction began, and answers each of its
+/// requests.
+async fn write(store: &Store, queue: &Queue, mut group: Vec<Waiting>) {
     let began = std::time::Instant::now();
-    let stored = store_group(store, &items).await;
-    tracing::debug!(
-        jobs = items.len(),
-        us = began.elapsed().as_micros() as u64,
-        "group commit of submits"
-    );
+    let stored = match store.begin_write().await {
+        Ok(tx) => {
+            let opened = began.elapsed();
+            take(queue, &mut group);
+            let items: Vec<&Pending> = group.iter().map(|w| &w.0).collect();
+            let stored = store_group(tx, &items).await;
+            tracing::debug!(
+                jobs = group.len(),
+                begin_us = opened.as_micros() as u64,
+                us = began.elapsed().as_micros() as u64,
+                "group commit of submits"
+            );
+            stored
+        }
+        Err(e) => Err(e),
+    };
     match stored {
         Ok(answers) => {
-            for ((item, reply), answer) in items.into_iter().zip(replies).zip(answers) {
+            for ((item, reply), answer) in group.into_iter().zip(answers) {
                 let _ = reply.send(answer.unwrap_or(Ok(Outcome::Created(Box::new(item.job)))));
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, jobs = items.len(), "group commit of submits failed");
-            for reply in replies {
+            tracing::error!(error = %e, jobs = group.len(), "group commit of submits failed");
+            for (_, reply) in group {
                 let _ = reply.send(Err(AppError::Internal));
             }
         }
@@ -158,8 +168,10 @@ async fn write(store: &Store, group: Vec<Waiting>) {
 
 /// One transaction for `items`: the answer of each refused or replayed one, `None` for each
 /// one stored.
-async fn store_group(store: &Store, items: &[Pending]) -> Result<Vec<Option<Reply>>, sqlx::Error> {
-    let mut tx = store.begin_write().await?;
+async fn store_group(
+    mut tx: WriteTx,
+    items: &[&Pending],
+) -> Result<Vec<Option<Reply>>, sqlx::Error> {
     let now = tx.now();
     if items.iter().any(|p| p.key.is_some()) {
         idempotency::forget_expired(&mut tx, now).await?;
@@ -197,7 +209,7 @@ async fn store_group(store: &Store, items: &[Pending]) -> Result<Vec<Option<Repl
         .iter()
         .zip(&answers)
         .filter(|(_, a)| a.is_none())
-        .map(|(p, _)| p)
+        .map(|(p, _)| *p)
         .collect();
     if !stored.is_empty() {
         let rows: Vec<NewJob> = stored

@@ -3,8 +3,9 @@
 //!
 //! Each request queues its prepared job on its store's queue and waits for its answer or for
 //! the turn to write. The request that gets the turn starts a writer task (so that a client
-//! going away cannot cut a write short), which takes every job queued by then (up to
-//! [`MAX_GROUP`]), writes them in one transaction, and goes on with those queued meanwhile
+//! going away cannot cut a write short), which takes every job queued by then and those queued
+//! while its transaction waited to begin (up to [`MAX_GROUP`]), writes them in one
+//! transaction, and goes on with those queued meanwhile
 //! until none is left; then the turn passes on. Per job its idempotency key, its caps, its
 //! row, its event and its audit entry; one commit, one wake of the scheduler. Only then is
 //! each request answered. One job refused (a cap, a key used with another body) does not fail the others:

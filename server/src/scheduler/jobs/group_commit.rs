@@ -3,16 +3,15 @@
 //!
 //! Each request queues its prepared job on its store's queue and waits for its answer or for
 //! the turn to write. The request that gets the turn starts a writer task (so that a client
-//! going away cannot cut a write short), which takes every job queued by then and those queued
-//! while its transaction waited to begin (up to [`MAX_GROUP`]), writes them in one
-//! transaction, and goes on with those queued meanwhile
-//! until none is left; then the turn passes on. Per job its idempotency key, its caps, its
-//! row, its event and its audit entry; one commit, one wake of the scheduler. Only then is
-//! each request answered. One job refused (a cap, a key used with another body) does not fail the others:
-//! each is checked inside the transaction against what is committed and what the same
-//! transaction took before it, and a refused job writes nothing. A request whose client went
-//! away before its job was taken is skipped; once taken, its job is written whole or not at
-//! all, like any other.
+//! going away cannot cut a write short), which takes every job queued by then and those
+//! queued while its transaction waited to begin (up to [`MAX_GROUP`]), writes them in one
+//! transaction, and goes on with those queued meanwhile until none is left; then the turn
+//! passes on. Per job its idempotency key, its caps, its row, its event and its audit entry;
+//! one commit, one wake of the scheduler. Only then is each request answered. One job refused
+//! (a cap, a key used with another body) does not fail the others: each is checked inside the
+//! transaction against what is committed and what the same transaction took before it, and a
+//! refused job writes nothing. A request whose client went away before its job was taken is
+//! skipped; once taken, its job is written whole or not at all, like any other.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock, Mutex as StdMutex, Weak};

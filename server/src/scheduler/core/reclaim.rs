@@ -168,7 +168,8 @@ pub(super) fn reclaim(
             group: g as u32,
             in_quota,
         };
-        let saved_cursor = cursor.clone();
+        // Cursor moves of this attempt, undone if it fails (not a copy of every cursor per job).
+        let mut moved: Vec<(usize, usize)> = Vec::new();
         let mut chosen: Vec<usize> = Vec::new();
         let mut skipped: Vec<Entry> = Vec::new();
         let mut fit: Option<Placement> = None;
@@ -187,6 +188,7 @@ pub(super) fn reclaim(
             let mut victim = None;
             while cursor[vg] < lists[vg].len() {
                 let v = lists[vg][cursor[vg]];
+                moved.push((vg, cursor[vg]));
                 cursor[vg] += 1;
                 let r = &s.running[v];
                 let keeps_share = match claim {
@@ -237,7 +239,9 @@ pub(super) fn reclaim(
                 pools[r.placement.pool as usize].apply(&r.placement, &r.demand(), 1);
                 groups[group_of(r.queue)].place(r.placement.pool, r.gpus, 1);
             }
-            cursor = saved_cursor;
+            for &(vg, at) in moved.iter().rev() {
+                cursor[vg] = at;
+            }
             for g2 in chosen.iter().map(|&v| group_of(s.running[v].queue)) {
                 let (num, w) = share(g2, groups);
                 heap.push(Entry { num, w, group: g2 });

@@ -22,7 +22,7 @@ use app::model::{Job, RequestMeta};
 
 use super::caps::{PendingCaps, Tally};
 use super::idempotency::{self, Claim, IdemKey};
-use super::submit::{insert_jobs, Gives, NewJob};
+use super::insert::{insert_jobs, Gives, NewJob};
 use crate::audit::{self, Actor, BatchRecord};
 use crate::http::error::AppError;
 use crate::store::{Store, WriteTx};

@@ -23,6 +23,7 @@ use crate::http::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
 mod group_commit;
+mod insert;
 mod submit;
 mod waiting;
 pub use submit::*;
@@ -164,20 +165,54 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
                 format!("%{escaped}%")
             })
             .unwrap_or_default();
-    let sql = format!("{JOB_SELECT} WHERE j.tenant_id = $1 AND ($2 = '' OR j.user_id = $2) AND ($3 = '' OR j.state = $3 OR ($3 = 'preempted' AND j.state = 'queued' AND j.resume_count > 0)) AND ($4 = '' OR j.queue_id = $4) AND ($5 = '' OR j.id < $5)
-        AND ($7 = '' OR j.group_id = $7) AND ($8 = '' OR j.username = $8) AND ($9 = '' OR LOWER(j.name) LIKE $9 ESCAPE '\\') ORDER BY j.id DESC LIMIT $6");
-    let rows = sqlx::query(&sql)
-        .bind(p.tenant_id())
-        .bind(visible_user(p, f.mine.unwrap_or(false)))
-        .bind(f.state.clone().unwrap_or_default())
-        .bind(f.queue_id.clone().unwrap_or_default())
-        .bind(f.cursor.clone().unwrap_or_default())
-        .bind(limit + 1)
-        .bind(f.group_id.clone().unwrap_or_default())
-        .bind(f.user.clone().unwrap_or_default())
-        .bind(pattern)
-        .fetch_all(&store.pool)
-        .await?;
+    // Only the filters given, so that the planner can use the per-user and per-tenant indexes
+    // (an `($n = '' OR …)` form hides them from PostgreSQL's).
+    let mut conditions = vec!["j.tenant_id = $1".to_string()];
+    let mut binds: Vec<String> = vec![p.tenant_id().to_string()];
+    let mut add = |conditions: &mut Vec<String>, condition: &str, value: String| {
+        binds.push(value);
+        conditions.push(condition.replace("$?", &format!("${}", binds.len())));
+    };
+    let user = visible_user(p, f.mine.unwrap_or(false));
+    if !user.is_empty() {
+        add(&mut conditions, "j.user_id = $?", user);
+    }
+    match f.state.as_deref().filter(|s| !s.is_empty()) {
+        // Preempted jobs wait in the queue to resume.
+        Some("preempted") => conditions.push("j.state = 'queued' AND j.resume_count > 0".into()),
+        Some(state) => add(&mut conditions, "j.state = $?", state.to_string()),
+        None => {}
+    }
+    let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    if let Some(v) = given(&f.queue_id) {
+        add(&mut conditions, "j.queue_id = $?", v);
+    }
+    if let Some(v) = given(&f.group_id) {
+        add(&mut conditions, "j.group_id = $?", v);
+    }
+    if let Some(v) = given(&f.user) {
+        add(&mut conditions, "j.username = $?", v);
+    }
+    if !pattern.is_empty() {
+        add(
+            &mut conditions,
+            "LOWER(j.name) LIKE $? ESCAPE '\\'",
+            pattern,
+        );
+    }
+    if let Some(v) = given(&f.cursor) {
+        add(&mut conditions, "j.id < $?", v);
+    }
+    let sql = format!(
+        "{JOB_SELECT} WHERE {} ORDER BY j.id DESC LIMIT {}",
+        conditions.join(" AND "),
+        limit + 1
+    );
+    let mut q = sqlx::query(&sql);
+    for b in binds {
+        q = q.bind(b);
+    }
+    let rows = q.fetch_all(&store.pool).await?;
     let mut items = rows
         .iter()
         .map(job_from_row)

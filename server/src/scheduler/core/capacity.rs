@@ -361,7 +361,9 @@ impl PoolState {
     /// What keeps a job from fitting in this pool now, from the closest miss: a node (or
     /// device) with the GPUs but held for another job, short of CPU or host memory, or a
     /// device short of GPU memory; else GPUs free in all but not together; else too few GPUs.
-    pub(crate) fn short(&self, dm: &Demand, asker: Asker) -> Short {
+    /// A held node counts as held whoever it is held for: a job of the holder's own group
+    /// that still waits is behind the held job, or is it.
+    pub(crate) fn short(&self, dm: &Demand) -> Short {
         let mut best: Option<Short> = None;
         let mut note = |s: Short| {
             if best.is_none_or(|b| s.closeness() > b.closeness()) {
@@ -392,7 +394,7 @@ impl PoolState {
                 note(Short::Cpu);
             } else if ram < dm.ram_mb as i64 {
                 note(Short::HostMemory);
-            } else if !asker.may_use(&self.held[n]) {
+            } else if !self.held[n].is_empty() {
                 note(Short::Held);
             }
         }

@@ -1,6 +1,6 @@
 //! What a waiting job that does not fit lacks ([`Short`]), found at the end of a cycle.
 
-use super::capacity::{Asker, PoolState};
+use super::capacity::PoolState;
 use super::*;
 
 /// Whether no node of the job's pools could hold it even with nothing running there.
@@ -23,32 +23,42 @@ pub(super) fn never_fits(s: &Snapshot, job: &PendingJob) -> bool {
         })
 }
 
-/// Finds out what waiting jobs that do not fit lack, once per queue and request.
+/// Finds out what waiting jobs that do not fit lack, once per pool list and request.
 #[derive(Default)]
 pub(super) struct Diagnosis {
     seen: std::collections::HashMap<(u32, Demand), Short>,
+    /// Per queue, the index of its pool list among the distinct ones (queues share them).
+    pool_list: Vec<Option<u32>>,
+    lists: std::collections::HashMap<Vec<u32>, u32>,
     /// Per pool, when the first protected borrower becomes reclaimable (computed once).
     protected: Option<Vec<Option<i64>>>,
 }
 
 impl Diagnosis {
     pub(super) fn short(&mut self, s: &Snapshot, pools: &[PoolState], job: &PendingJob) -> Short {
-        let key = (job.queue, job.demand());
-        if let Some(&v) = self.seen.get(&key) {
-            return v;
-        }
         let Some(q) = s.queues.get(job.queue as usize) else {
             return Short::Gpus;
         };
-        let asker = Asker {
-            job: job.id,
-            group: q.group,
-            in_quota: true,
+        if self.pool_list.len() < s.queues.len() {
+            self.pool_list = vec![None; s.queues.len()];
+        }
+        let list = match self.pool_list[job.queue as usize] {
+            Some(l) => l,
+            None => {
+                let next = self.lists.len() as u32;
+                let l = *self.lists.entry(q.pools.clone()).or_insert(next);
+                self.pool_list[job.queue as usize] = Some(l);
+                l
+            }
         };
+        let key = (list, job.demand());
+        if let Some(&v) = self.seen.get(&key) {
+            return v;
+        }
         let mut best = Short::Gpus;
         for &p in &q.pools {
             if let Some(ps) = pools.get(p as usize) {
-                let v = ps.short(&job.demand(), asker);
+                let v = ps.short(&job.demand());
                 if v.closeness() > best.closeness() {
                     best = v;
                 }

@@ -16,19 +16,24 @@ pub fn pending_order(s: &Snapshot) -> Vec<usize> {
             .and_then(|q| s.groups.get(q.group as usize))
             .map_or(u32::MAX, |g| g.tenant)
     };
-    let mut order: Vec<usize> = (0..s.pending.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (&s.pending[a], &s.pending[b]);
-        tenant_of(x)
-            .cmp(&tenant_of(y))
-            .then(y.priority.cmp(&x.priority))
-            .then(x.submitted_at.cmp(&y.submitted_at))
-            .then(x.id.cmp(&y.id))
-    });
-    // One run per tenant; merge the runs by the submit time of each run's next job.
-    let mut runs: Vec<&[usize]> = order
-        .chunk_by(|&a, &b| tenant_of(&s.pending[a]) == tenant_of(&s.pending[b]))
+    // Sort keys built once (a comparison then reads one array, not three).
+    let mut keyed: Vec<(u32, i32, i64, u64, usize)> = s
+        .pending
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (tenant_of(j), -j.priority, j.submitted_at, j.id, i))
         .collect();
+    keyed.sort_unstable();
+    let order: Vec<usize> = keyed.iter().map(|k| k.4).collect();
+    // One run per tenant; merge the runs by the submit time of each run's next job.
+    let mut runs: Vec<&[usize]> = Vec::new();
+    let mut start = 0;
+    for k in 1..=keyed.len() {
+        if k == keyed.len() || keyed[k].0 != keyed[start].0 {
+            runs.push(&order[start..k]);
+            start = k;
+        }
+    }
     if runs.len() <= 1 {
         return order;
     }

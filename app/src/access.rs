@@ -275,14 +275,14 @@ mod tests {
                 .map(|(_, l)| l)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(labels(&me(false, false)), ["Portal"]);
+        assert_eq!(labels(&me(false, false)), ["Portal", "Jobs"]);
         assert_eq!(
             labels(&me(true, false)),
-            ["Portal", "Policy Manager", "Audit", "Settings"]
+            ["Portal", "Jobs", "Policy Manager", "Audit", "Settings"]
         );
         assert_eq!(
             labels(&me(false, true)),
-            ["Portal", "Policy Manager", "Platform", "Audit", "Settings"]
+            ["Portal", "Jobs", "Policy Manager", "Platform", "Audit", "Settings"]
         );
     }
 

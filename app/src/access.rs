@@ -282,7 +282,14 @@ mod tests {
         );
         assert_eq!(
             labels(&me(false, true)),
-            ["Portal", "Jobs", "Policy Manager", "Platform", "Audit", "Settings"]
+            [
+                "Portal",
+                "Jobs",
+                "Policy Manager",
+                "Platform",
+                "Audit",
+                "Settings"
+            ]
         );
     }
 

@@ -116,7 +116,6 @@ fn snapshot(pending: usize, nodes: usize, groups: usize) -> Snapshot {
             ram_mb: 65_536,
             submitted_at: i as i64,
             waiting_since: i as i64,
-            ..Default::default()
         })
         .collect();
     Snapshot {

@@ -141,3 +141,31 @@ pub fn set_status(code: u16) {
     #[cfg(not(feature = "ssr"))]
     let _ = code;
 }
+
+/// Percent-encodes a query value.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The address of a list's next page: `base` with the filters `keys` of the current query
+/// and the page's `cursor`.
+pub fn next_page_href(
+    base: &str,
+    query: &leptos_router::params::ParamsMap,
+    keys: &[&str],
+    cursor: &str,
+) -> String {
+    let mut parts: Vec<String> = keys
+        .iter()
+        .filter_map(|k| query.get(k).map(|v| format!("{k}={}", urlencode(&v))))
+        .collect();
+    parts.push(format!("cursor={}", urlencode(cursor)));
+    format!("{base}?{}", parts.join("&"))
+}

@@ -28,13 +28,12 @@ pub fn AuditPage() -> impl IntoView {
     };
     let entries = Resource::new(filter, list_audit);
     let older_href = move |cursor: String| {
-        let q = query.read();
-        let mut parts: Vec<String> = ["action", "actor", "target", "from", "to"]
-            .iter()
-            .filter_map(|k| q.get(k).map(|v| format!("{k}={}", urlencode(&v))))
-            .collect();
-        parts.push(format!("cursor={}", urlencode(&cursor)));
-        format!("/audit?{}", parts.join("&"))
+        next_page_href(
+            "/audit",
+            &query.read(),
+            &["action", "actor", "target", "from", "to"],
+            &cursor,
+        )
     };
 
     view! {
@@ -94,15 +93,4 @@ pub fn AuditPage() -> impl IntoView {
             })}
         </Transition>
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -44,13 +44,8 @@ pub fn JobsPage() -> impl IntoView {
     };
     let jobs = Resource::new(filter, list_jobs);
     let next_href = move |cursor: String| {
-        let q = query.read();
-        let mut parts: Vec<String> = ["state", "queue_id", "group_id", "user", "q", "limit"]
-            .iter()
-            .filter_map(|k| q.get(k).map(|v| format!("{k}={}", urlencode(&v))))
-            .collect();
-        parts.push(format!("cursor={}", urlencode(&cursor)));
-        format!("/jobs?{}", parts.join("&"))
+        let keys = ["state", "queue_id", "group_id", "user", "q", "limit"];
+        next_page_href("/jobs", &query.read(), &keys, &cursor)
     };
     view! {
         <Title text="Jobs"/>
@@ -157,15 +152,4 @@ fn duration(ms: i64) -> String {
         s if s >= 60 => format!("{} min {:02} s", s / 60, s % 60),
         s => format!("{s} s"),
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

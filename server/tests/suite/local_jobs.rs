@@ -13,14 +13,15 @@ both_stores!(
     local_pools_are_a_platform_admins_decision
 );
 
-/// A shared local pool (platform admins only) with a grant of `grant` milli-GPUs for `tenant`.
-async fn local_pool(app: &TestApp, tenant_id: &str, grant: i64) -> String {
+/// A shared local pool of one node with `gpus` GPUs (platform admins only) with a grant of
+/// `grant` milli-GPUs for `tenant`.
+pub(crate) async fn local_pool(app: &TestApp, tenant_id: &str, gpus: u32, grant: i64) -> String {
     let root = app.seed_platform_admin().await;
     let p = app
         .post(
             "/api/v1/pools",
             &root,
-            json!({"name": "here", "executor": "local", "shared": true, "nodes": [node("localhost", 2)]}),
+            json!({"name": "here", "executor": "local", "shared": true, "nodes": [node("localhost", gpus)]}),
         )
         .await;
     assert_eq!(p.status, StatusCode::CREATED, "{}", p.text);
@@ -44,7 +45,7 @@ async fn local_jobs_run_real_processes_and_checkpoint_on_abort(kind: Kind) {
         admin: app.login("acme", "admin").await,
         member: app.login("acme", "member").await,
     };
-    let p = local_pool(&app, &tenant_id, 2000).await;
+    let p = local_pool(&app, &tenant_id, 2, 2000).await;
     let one = profile(&app, &s, json!({"name": "one", "gpu_milli": 1000})).await;
     let q = group_queue(
         &app,

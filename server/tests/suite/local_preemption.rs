@@ -6,12 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::jobs::{group_queue, id, job, node, profile, states, submit, Setup};
+use crate::jobs::{group_queue, job, profile, states, submit, Setup};
 
 both_stores!(a_preempted_local_process_checkpoints_ends_and_resumes_from_its_checkpoint);
 
@@ -135,31 +134,6 @@ fn number(path: &Path) -> Option<u64> {
     read(path).trim().parse().ok()
 }
 
-/// A shared local pool of one 1-GPU node (platform admins only), all of it granted to the
-/// tenant.
-async fn one_gpu_local_pool(app: &TestApp, tenant_id: &str) -> String {
-    let root = app.seed_platform_admin().await;
-    let p = app
-        .post(
-            "/api/v1/pools",
-            &root,
-            json!({"name": "here", "executor": "local", "shared": true, "nodes": [node("localhost", 1)]}),
-        )
-        .await;
-    assert_eq!(p.status, StatusCode::CREATED, "{}", p.text);
-    let pool_id = id(&p.body);
-    let g = app
-        .call(
-            axum::http::Method::PUT,
-            &format!("/api/v1/pools/{pool_id}/grants/{tenant_id}"),
-            Some(&root),
-            Some(json!({ "reservation_milli": 1000 })),
-        )
-        .await;
-    assert_eq!(g.status, StatusCode::OK, "{}", g.text);
-    pool_id
-}
-
 async fn a_preempted_local_process_checkpoints_ends_and_resumes_from_its_checkpoint(kind: Kind) {
     let app = TestApp::with_scheduler(kind).await;
     let tenant_id = app.seed_tenant("acme").await;
@@ -167,7 +141,7 @@ async fn a_preempted_local_process_checkpoints_ends_and_resumes_from_its_checkpo
         admin: app.login("acme", "admin").await,
         member: app.login("acme", "member").await,
     };
-    let pool_id = one_gpu_local_pool(&app, &tenant_id).await;
+    let pool_id = crate::local_jobs::local_pool(&app, &tenant_id, 1, 1000).await;
     let one = profile(&app, &s, json!({"name": "one", "gpu_milli": 1000})).await;
     // Vision reserves nothing but may borrow the idle GPU; nlp reserves it.
     let qa = group_queue(

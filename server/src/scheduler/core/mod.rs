@@ -210,14 +210,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             // Reclaimed for its reservation, or (beyond it) for its group's fair share.
             let over_quota = groups[g].used + job.gpus > s.groups[g].reservation;
             if let Some(pl) = place(&pools, &groups[g], q, job, !over_quota) {
-                admit(
-                    &mut pools[pl.pool as usize],
-                    &mut groups[g],
-                    &mut out,
-                    job,
-                    pl,
-                    over_quota,
-                );
+                admit(&mut pools, &mut groups[g], &mut out, job, pl, over_quota);
                 done[i] = true;
             }
         }
@@ -292,14 +285,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
         if used + job.gpus <= policy.reservation && in_quota_somewhere {
             match place(&pools, &groups[g], q, job, true) {
                 Some(pl) => {
-                    admit(
-                        &mut pools[pl.pool as usize],
-                        &mut groups[g],
-                        &mut out,
-                        job,
-                        pl,
-                        false,
-                    );
+                    admit(&mut pools, &mut groups[g], &mut out, job, pl, false);
                 }
                 None if stopping_for.contains_key(&job.id) => {
                     // Its victims are still stopping: it keeps its share of the reservation
@@ -313,14 +299,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 // borrow on the others before it reclaims.
                 None if !policy.pool_quotas.is_empty() && may_borrow(q, policy, job) => {
                     match place(&pools, &groups[g], q, job, false) {
-                        Some(pl) => admit(
-                            &mut pools[pl.pool as usize],
-                            &mut groups[g],
-                            &mut out,
-                            job,
-                            pl,
-                            true,
-                        ),
+                        Some(pl) => admit(&mut pools, &mut groups[g], &mut out, job, pl, true),
                         None => starving.push(i),
                     }
                 }
@@ -333,14 +312,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
             // room turned up elsewhere, or waits for them (no second round); either way the
             // capacity stays counted for its group.
             match place(&pools, &groups[g], q, job, false) {
-                Some(pl) => admit(
-                    &mut pools[pl.pool as usize],
-                    &mut groups[g],
-                    &mut out,
-                    job,
-                    pl,
-                    true,
-                ),
+                Some(pl) => admit(&mut pools, &mut groups[g], &mut out, job, pl, true),
                 None => {
                     groups[g].used += job.gpus;
                     reason[i] = Some(WaitReason::WaitingForPreemption {
@@ -431,14 +403,7 @@ pub fn schedule(s: &Snapshot) -> Decisions {
                 continue;
             }
             if let Some(pl) = place(&pools, &groups[g], q, job, false) {
-                admit(
-                    &mut pools[pl.pool as usize],
-                    &mut groups[g],
-                    &mut out,
-                    job,
-                    pl,
-                    true,
-                );
+                admit(&mut pools, &mut groups[g], &mut out, job, pl, true);
                 break;
             }
             reason[i] = Some(WaitReason::NoIdleCapacity);
@@ -503,14 +468,14 @@ pub fn schedule(s: &Snapshot) -> Decisions {
 
 /// Places `job` at `pl`: the pool's capacity and the group's use take it, and it is admitted.
 fn admit(
-    pool: &mut PoolState,
+    pools: &mut [PoolState],
     group: &mut GroupState,
     out: &mut Decisions,
     job: &PendingJob,
     pl: Placement,
     over_quota: bool,
 ) {
-    pool.apply(&pl, &job.demand(), 1);
+    pools[pl.pool as usize].apply(&pl, &job.demand(), 1);
     group.place(pl.pool, job.gpus, 1);
     out.admits.push(Admit {
         job: job.id,

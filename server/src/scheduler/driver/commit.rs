@@ -116,8 +116,9 @@ fn words_key(r: &WaitReason) -> Option<WordsKey> {
         WaitReason::BehindHeldJob { .. } => (4, 0, 0, None),
         WaitReason::NoIdleCapacity => (5, 0, 0, None),
         WaitReason::Unschedulable => (6, 0, 0, None),
-        #[allow(unreachable_patterns)]
-        _ => return None,
+        // Names the jobs stopping for it: built per job. No wildcard: a new reason must say
+        // what its words depend on.
+        WaitReason::WaitingForPreemption { .. } => return None,
     })
 }
 

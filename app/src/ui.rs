@@ -43,16 +43,33 @@ pub fn ErrorBanner(error: AppError) -> impl IntoView {
     }
 }
 
-/// The message under a form field when the last submission rejected it.
+/// The messages under a form field when the last submission rejected it: every one the
+/// server gave for `field`, each on its own line.
 pub fn field_error<T: Clone + Send + Sync + 'static>(
     value: impl Fn() -> Option<Result<T, AppError>> + Send + Sync + 'static,
     field: &'static str,
 ) -> impl IntoView {
     move || {
-        value()
-            .and_then(|r| r.err())
-            .and_then(|e| e.message_for(field))
-            .map(|m| view! { <p class="mt-1 text-xs text-red-700" data-field-error=field>{m}</p> })
+        let messages = field_messages(value(), field);
+        (!messages.is_empty()).then(|| {
+            view! {
+                <div data-field-error=field>
+                    {messages.into_iter().map(|m| view! { <p class="mt-1 text-xs text-red-700">{m}</p> }).collect_view()}
+                </div>
+            }
+        })
+    }
+}
+
+/// Every message a rejected submission gave for `field`, in the server's order.
+fn field_messages<T>(value: Option<Result<T, AppError>>, field: &str) -> Vec<String> {
+    match value {
+        Some(Err(AppError::Validation(errors))) => errors
+            .into_iter()
+            .filter(|e| e.field == field)
+            .map(|e| e.message)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -99,8 +116,9 @@ pub const TH: &str =
     "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500";
 pub const TD: &str = "px-3 py-2 text-slate-800";
 
-/// A labelled input with the message the last submission gave for `error` (the API's field
-/// name, which may differ from the input's `name`).
+/// A labelled input with the messages the last submission gave for `error` (the API's field
+/// name, which may differ from the input's `name`). `initial`: its value when the page renders
+/// (what a rejected form held, see [`crate::form::echo`]).
 #[component]
 pub fn Field<T, F>(
     value: F,
@@ -111,6 +129,7 @@ pub fn Field<T, F>(
     #[prop(optional)] placeholder: &'static str,
     #[prop(optional)] kind: &'static str,
     #[prop(optional)] required: bool,
+    #[prop(optional_no_strip)] initial: Option<String>,
 ) -> impl IntoView
 where
     T: Clone + Send + Sync + 'static,
@@ -120,7 +139,7 @@ where
     view! {
         <div>
             <label class=LABEL for=id>{label}</label>
-            <input id=id name=name type=kind class=INPUT placeholder=placeholder required=required/>
+            <input id=id name=name type=kind class=INPUT placeholder=placeholder required=required value=initial/>
             {field_error(value, error)}
         </div>
     }
@@ -168,4 +187,30 @@ pub fn next_page_href(
         .collect();
     parts.push(format!("cursor={}", urlencode(cursor)));
     format!("{base}?{}", parts.join("&"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FieldError;
+
+    #[test]
+    fn every_message_of_a_field_is_shown() {
+        let e = |field: &str, message: &str| FieldError {
+            field: field.into(),
+            message: message.into(),
+        };
+        let rejected: Option<Result<(), AppError>> = Some(Err(AppError::Validation(vec![
+            e("name", "is required"),
+            e("nodes", "declare at least one node"),
+            e("name", "at most 63 characters"),
+        ])));
+        assert_eq!(
+            field_messages(rejected.clone(), "name"),
+            ["is required", "at most 63 characters"]
+        );
+        assert_eq!(field_messages(rejected, "email"), Vec::<String>::new());
+        assert!(field_messages(Some(Err::<(), _>(AppError::Forbidden)), "name").is_empty());
+        assert!(field_messages(Some(Ok(())), "name").is_empty());
+    }
 }

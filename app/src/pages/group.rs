@@ -3,6 +3,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::api::{load_group, AddMember, RemoveMember};
+use crate::form::{done, echo_selected};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -19,6 +20,8 @@ pub fn GroupPage() -> impl IntoView {
     );
     let add_value = move || add.value().get();
     let remove_value = move || remove.value().get();
+    let added = done(add);
+    let removed = done(remove);
 
     view! {
         <Title text="Group"/>
@@ -73,6 +76,7 @@ pub fn GroupPage() -> impl IntoView {
                                             }.into_any()
                                         }}
                                         <div class="mt-3">{form_error(remove_value)}</div>
+                                        {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Member removed."</p> })}
                                     </Card>
                                     <div class="mt-6">
                                         <Card title="Access rules">
@@ -116,11 +120,14 @@ pub fn GroupPage() -> impl IntoView {
                                                 <label class=LABEL for="add-user">"User"</label>
                                                 <select id="add-user" name="user_id" class=INPUT>
                                                     {d.candidates.into_iter().map(|u| view! {
-                                                        <option value=u.id>{format!("{} ({})", u.display_name, u.username)}</option>
+                                                        <option selected={echo_selected::<AddMember>("user_id", &u.id)} value=u.id.clone()>{format!("{} ({})", u.display_name, u.username)}</option>
                                                     }).collect_view()}
                                                 </select>
                                                 {field_error(add_value, "user_id")}
-                                                <button type="submit" class=format!("{BUTTON} mt-4")>"Add member"</button>
+                                                <div class="mt-4 flex items-center gap-4">
+                                                    <button type="submit" class=BUTTON>"Add member"</button>
+                                                    {move || added().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Member added."</span> })}
+                                                </div>
                                                 <div class="mt-3">{form_error(add_value)}</div>
                                             </ActionForm>
                                         }.into_any()

@@ -42,9 +42,15 @@ fn Notices() -> impl IntoView {
 
 /// The local-account form: a plain form posting to `/auth/login` (the server sets the session
 /// cookie and redirects), so it works with or without WebAssembly. With `fixed_tenant` the
-/// organization is not asked for.
+/// organization is not asked for. After a failed sign-in the server sends the organization and
+/// username back in the address, and they are typed in again (never the password).
 #[component]
-fn PasswordForm(tenant: String, fixed_tenant: bool, next: String) -> impl IntoView {
+fn PasswordForm(
+    tenant: String,
+    fixed_tenant: bool,
+    next: String,
+    #[prop(optional)] username: String,
+) -> impl IntoView {
     // Rendered as plain `value` attributes: a reactive `prop:value` would be re-applied at
     // hydration and wipe whatever the user typed before the WASM loaded.
     view! {
@@ -62,7 +68,7 @@ fn PasswordForm(tenant: String, fixed_tenant: bool, next: String) -> impl IntoVi
             }}
             <div>
                 <label for="username" class=LABEL>"Username"</label>
-                <input id="username" name="username" required maxlength="256" autocomplete="username" class=INPUT/>
+                <input id="username" name="username" required maxlength="256" autocomplete="username" class=INPUT value=username/>
             </div>
             <div>
                 <label for="password" class=LABEL>"Password"</label>
@@ -96,11 +102,12 @@ pub fn LoginPage() -> impl IntoView {
     let query = use_query_map();
     let tenant = query.read_untracked().get("tenant").unwrap_or_default();
     let next = query.read_untracked().get("next").unwrap_or_default();
+    let username = query.read_untracked().get("username").unwrap_or_default();
     view! {
         <Title text="Sign in"/>
         <Card title="Sign in to Switchyard".to_string()>
             <Notices/>
-            <PasswordForm tenant=tenant fixed_tenant=false next=next/>
+            <PasswordForm tenant=tenant fixed_tenant=false next=next username=username/>
             <p class="text-center text-xs text-slate-500">
                 "Single sign-on? Open your organization's page: /t/" <em>"organization"</em> "/login"
             </p>

@@ -2,6 +2,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::{list_tenants, SubmitTenant};
+use crate::form::{done, echo};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -11,6 +12,7 @@ pub fn PlatformPage() -> impl IntoView {
     let create = ServerAction::<SubmitTenant>::new();
     let tenants = Resource::new(move || create.version().get(), |_| list_tenants());
     let value = move || create.value().get();
+    let created = done(create);
     view! {
         <Title text="Platform"/>
         <PageHeader title="Platform Management Center" subtitle="Tenants on this platform, with their size. Workloads inside tenants stay private to them."/>
@@ -53,16 +55,19 @@ pub fn PlatformPage() -> impl IntoView {
                     <div class="grid max-w-xl grid-cols-2 gap-3">
                         <div>
                             <label class=LABEL for="tenant-slug">"Slug"</label>
-                            <input id="tenant-slug" name="slug" class=INPUT required placeholder="initech"/>
+                            <input id="tenant-slug" name="slug" class=INPUT required placeholder="initech" value={echo::<SubmitTenant>("slug")}/>
                             {field_error(value, "slug")}
                         </div>
                         <div>
                             <label class=LABEL for="tenant-name">"Name"</label>
-                            <input id="tenant-name" name="name" class=INPUT required placeholder="Initech"/>
+                            <input id="tenant-name" name="name" class=INPUT required placeholder="Initech" value={echo::<SubmitTenant>("name")}/>
                             {field_error(value, "name")}
                         </div>
                     </div>
-                    <button type="submit" class=format!("{BUTTON} mt-4")>"Create tenant"</button>
+                    <div class="mt-4 flex items-center gap-4">
+                        <button type="submit" class=BUTTON>"Create tenant"</button>
+                        {move || created().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Tenant created."</span> })}
+                    </div>
                     <div class="mt-3">{form_error(value)}</div>
                 </ActionForm>
             </Card>

@@ -7,6 +7,7 @@ use leptos_router::hooks::use_params_map;
 
 use super::policy::{gpus, live_tick};
 use crate::api::{load_job, load_portal, AbortJobForm, SubmitJobForm};
+use crate::form::{done, echo, echo_or, echo_selected, echo_text};
 use crate::model::{Job, JobState, PortalOverview, StopReason, Waiting};
 use crate::time::format_ms;
 use crate::ui::*;
@@ -71,6 +72,7 @@ fn Portal(
 ) -> impl IntoView {
     let submit_v = move || submit.value().get();
     let abort_v = move || abort.value().get();
+    let submitted = done(submit);
     let mut classes: Vec<String> = Vec::new();
     for q in &d.queues {
         for c in &q.classes {
@@ -144,43 +146,43 @@ fn Portal(
                                     <label class=LABEL for="job-queue">"Queue"</label>
                                     <select id="job-queue" name="queue_id" class=INPUT>
                                         {d.queues.iter().map(|q| view! {
-                                            <option value=q.id.clone()>{format!("{} ({}, profile {})", q.name, q.group_name, q.profile_name)}</option>
+                                            <option value=q.id.clone() selected={echo_selected::<SubmitJobForm>("queue_id", &q.id)}>{format!("{} ({}, profile {})", q.name, q.group_name, q.profile_name)}</option>
                                         }).collect_view()}
                                     </select>
                                     {field_error(submit_v, "queue_id")}
                                 </div>
                                 <div>
                                     <label class=LABEL for="job-name">"Name"</label>
-                                    <input id="job-name" name="name" class=INPUT/>
+                                    <input id="job-name" name="name" class=INPUT value={echo::<SubmitJobForm>("name")}/>
                                     {field_error(submit_v, "name")}
                                 </div>
                                 <div>
                                     <label class=LABEL for="job-command">"Command"</label>
-                                    <textarea id="job-command" name="command" rows="2" class=format!("{INPUT} font-mono")></textarea>
+                                    <textarea id="job-command" name="command" rows="2" class=format!("{INPUT} font-mono") inner_html={echo_text::<SubmitJobForm>("command")}></textarea>
                                     {field_error(submit_v, "command")}
                                 </div>
                                 <div class="grid grid-cols-2 gap-3">
                                     <div>
                                         <label class=LABEL for="job-gpus">"Milli-GPUs (profile default if empty)"</label>
-                                        <input id="job-gpus" name="gpu_milli" class=INPUT inputmode="numeric"/>
+                                        <input id="job-gpus" name="gpu_milli" class=INPUT inputmode="numeric" value={echo::<SubmitJobForm>("gpu_milli")}/>
                                         {field_error(submit_v, "gpu_milli")}
                                     </div>
                                     <div>
                                         <label class=LABEL for="job-class">"Priority class"</label>
                                         <select id="job-class" name="priority_class" class=INPUT>
                                             <option value="">"default (normal)"</option>
-                                            {classes.iter().map(|c| view! { <option value=c.clone()>{c.clone()}</option> }).collect_view()}
+                                            {classes.iter().map(|c| view! { <option value=c.clone() selected={echo_selected::<SubmitJobForm>("priority_class", c)}>{c.clone()}</option> }).collect_view()}
                                         </select>
                                         {field_error(submit_v, "priority_class")}
                                     </div>
                                     <div>
                                         <label class=LABEL for="job-duration">"Runs for (s, simulated pools)"</label>
-                                        <input id="job-duration" name="duration_s" class=INPUT value="60" inputmode="numeric"/>
+                                        <input id="job-duration" name="duration_s" class=INPUT value={echo_or::<SubmitJobForm>("duration_s", "60")} inputmode="numeric"/>
                                         {field_error(submit_v, "duration_s")}
                                     </div>
                                     <div>
                                         <label class=LABEL for="job-max">"Max runtime (s)"</label>
-                                        <input id="job-max" name="max_runtime_s" class=INPUT inputmode="numeric"/>
+                                        <input id="job-max" name="max_runtime_s" class=INPUT inputmode="numeric" value={echo::<SubmitJobForm>("max_runtime_s")}/>
                                         {field_error(submit_v, "max_runtime_s")}
                                     </div>
                                 </div>
@@ -191,28 +193,32 @@ fn Portal(
                                             <label class=LABEL for="job-abort-kind">"Callback"</label>
                                             <select id="job-abort-kind" name="abort_kind" class=INPUT>
                                                 <option value="bash">"bash"</option>
-                                                <option value="python">"python"</option>
+                                                <option value="python" selected={echo_selected::<SubmitJobForm>("abort_kind", "python")}>"python"</option>
                                             </select>
                                             {field_error(submit_v, "abort.kind")}
                                         </div>
                                         <div>
                                             <label class=LABEL for="job-abort-timeout">"Timeout (s)"</label>
-                                            <input id="job-abort-timeout" name="abort_timeout_s" class=INPUT value="30" inputmode="numeric"/>
+                                            <input id="job-abort-timeout" name="abort_timeout_s" class=INPUT value={echo_or::<SubmitJobForm>("abort_timeout_s", "30")} inputmode="numeric"/>
                                             {field_error(submit_v, "abort_timeout_s")}
                                         </div>
                                     </div>
                                     <label class=format!("{LABEL} mt-3") for="job-abort-command">"Command (e.g. save a checkpoint)"</label>
-                                    <input id="job-abort-command" name="abort_command" class=format!("{INPUT} font-mono")/>
+                                    <input id="job-abort-command" name="abort_command" class=format!("{INPUT} font-mono") value={echo::<SubmitJobForm>("abort_command")}/>
                                     {field_error(submit_v, "abort.command")}
                                     <label class=format!("{LABEL} mt-3") for="job-ckpt">"Checkpoint folder"</label>
-                                    <input id="job-ckpt" name="checkpoint_dir" class=format!("{INPUT} font-mono") placeholder="ckpt"/>
+                                    <input id="job-ckpt" name="checkpoint_dir" class=format!("{INPUT} font-mono") placeholder="ckpt" value={echo::<SubmitJobForm>("checkpoint_dir")}/>
                                     {field_error(submit_v, "checkpoint_dir")}
                                 </fieldset>
                             </div>
                             <button type="submit" class=format!("{BUTTON} mt-4")>"Submit job"</button>
                             <div class="mt-3">{form_error(submit_v)}</div>
-                            {move || submit_v().and_then(|r| r.ok()).map(|j| view! {
-                                <p class="mt-2 text-sm text-green-700" role="status">"Submitted "<a class="underline" href=format!("/portal/jobs/{}", j.id)>{j.name}</a>"."</p>
+                            {move || submitted().then(|| match submit_v().and_then(|r| r.ok()) {
+                                Some(j) => view! {
+                                    <p class="mt-2 text-sm text-green-700" role="status">"Submitted "<a class="underline" href=format!("/portal/jobs/{}", j.id)>{j.name}</a>"."</p>
+                                }.into_any(),
+                                // Without JavaScript the page comes from a redirect: no job to name.
+                                None => view! { <p class="mt-2 text-sm text-green-700" role="status">"Job submitted."</p> }.into_any(),
                             })}
                         </ActionForm>
                     }.into_any()

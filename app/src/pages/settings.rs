@@ -2,6 +2,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::api::{list_groups, list_users, SubmitGroup, SubmitUser};
+use crate::form::{done, echo, echo_checked};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -32,6 +33,7 @@ fn UsersCard() -> impl IntoView {
         }
     });
     let value = move || create.value().get();
+    let added = done(create);
 
     view! {
         <Card title="Users">
@@ -67,17 +69,17 @@ fn UsersCard() -> impl IntoView {
                 <div class="grid grid-cols-2 gap-3">
                     <div>
                         <label class=LABEL for="new-username">"Username"</label>
-                        <input id="new-username" name="username" class=INPUT required/>
+                        <input id="new-username" name="username" class=INPUT required value={echo::<SubmitUser>("username")}/>
                         {field_error(value, "username")}
                     </div>
                     <div>
                         <label class=LABEL for="new-display-name">"Display name"</label>
-                        <input id="new-display-name" name="display_name" class=INPUT/>
+                        <input id="new-display-name" name="display_name" class=INPUT value={echo::<SubmitUser>("display_name")}/>
                         {field_error(value, "display_name")}
                     </div>
                     <div>
                         <label class=LABEL for="new-email">"Email"</label>
-                        <input id="new-email" name="email" type="email" class=INPUT/>
+                        <input id="new-email" name="email" type="email" class=INPUT value={echo::<SubmitUser>("email")}/>
                         {field_error(value, "email")}
                     </div>
                     <div>
@@ -87,12 +89,12 @@ fn UsersCard() -> impl IntoView {
                     </div>
                 </div>
                 <label class="mt-3 flex items-center gap-2 text-sm">
-                    <input type="checkbox" name="is_tenant_admin" value="on"/>
+                    <input type="checkbox" name="is_tenant_admin" value="on" checked={echo_checked::<SubmitUser>("is_tenant_admin", false)}/>
                     "Tenant administrator"
                 </label>
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Add user"</button>
-                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"User added."</span> })}
+                    {move || added().then(|| view! { <span role="status" class="text-sm text-emerald-700">"User added."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>
             </ActionForm>
@@ -113,6 +115,7 @@ fn GroupsCard() -> impl IntoView {
         }
     });
     let value = move || create.value().get();
+    let created = done(create);
 
     view! {
         <Card title="Groups">
@@ -148,18 +151,18 @@ fn GroupsCard() -> impl IntoView {
                 <div class="grid grid-cols-2 gap-3">
                     <div>
                         <label class=LABEL for="group-name">"Name"</label>
-                        <input id="group-name" name="name" class=INPUT required/>
+                        <input id="group-name" name="name" class=INPUT required value={echo::<SubmitGroup>("name")}/>
                         {field_error(value, "name")}
                     </div>
                     <div>
                         <label class=LABEL for="group-description">"Description"</label>
-                        <input id="group-description" name="description" class=INPUT/>
+                        <input id="group-description" name="description" class=INPUT value={echo::<SubmitGroup>("description")}/>
                         {field_error(value, "description")}
                     </div>
                 </div>
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Create group"</button>
-                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Group created."</span> })}
+                    {move || created().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Group created."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>
             </ActionForm>

@@ -4,6 +4,7 @@ use leptos_meta::Title;
 use crate::api::{
     load_idps, CreateLdapIdp, CreateOidcIdp, CreateSamlIdp, DeleteIdp, SetPasswordLogin, TestIdp,
 };
+use crate::form::{done, echo, echo_checked, echo_selected, echo_text};
 use crate::model::IdentityProvider;
 use crate::time::format_ms;
 use crate::ui::*;
@@ -17,6 +18,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
     let saml = ServerAction::<CreateSamlIdp>::new();
     let passwords = ServerAction::<SetPasswordLogin>::new();
     let remove = ServerAction::<DeleteIdp>::new();
+    let passwords_saved = done(passwords);
     let data = Resource::new(
         move || {
             (
@@ -52,6 +54,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
                                         "Allow local passwords"
                                     </label>
                                     <button type="submit" class=BUTTON>"Save"</button>
+                                    {move || passwords_saved().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Saved."</span> })}
                                 </ActionForm>
                             }.into_any(),
                             Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
@@ -149,24 +152,25 @@ fn TestButton(id: String) -> impl IntoView {
 #[component]
 fn OidcForm(action: ServerAction<CreateOidcIdp>) -> impl IntoView {
     let value = move || action.value().get();
+    let added = done(action);
     view! {
         <Card title="Add an OpenID Connect provider">
             <ActionForm action=action>
                 <CsrfField/>
                 <div class="grid grid-cols-2 gap-3">
-                    <Field value=value id="oidc-name" name="name" label="Name (in URLs)" error="name" placeholder="okta" required=true/>
-                    <Field value=value id="oidc-display" name="display_name" label="Button label" error="display_name" placeholder="Acme Okta" required=true/>
-                    <Field value=value id="oidc-issuer" name="issuer" label="Issuer URL" error="oidc.issuer" placeholder="https://acme.okta.com" required=true/>
-                    <Field value=value id="oidc-client-id" name="client_id" label="Client ID" error="oidc.client_id" required=true/>
+                    <Field value=value id="oidc-name" name="name" label="Name (in URLs)" error="name" placeholder="okta" required=true initial={echo::<CreateOidcIdp>("name")}/>
+                    <Field value=value id="oidc-display" name="display_name" label="Button label" error="display_name" placeholder="Acme Okta" required=true initial={echo::<CreateOidcIdp>("display_name")}/>
+                    <Field value=value id="oidc-issuer" name="issuer" label="Issuer URL" error="oidc.issuer" placeholder="https://acme.okta.com" required=true initial={echo::<CreateOidcIdp>("issuer")}/>
+                    <Field value=value id="oidc-client-id" name="client_id" label="Client ID" error="oidc.client_id" required=true initial={echo::<CreateOidcIdp>("client_id")}/>
                     <Field value=value id="oidc-secret" name="client_secret" label="Client secret" error="client_secret" kind="password"/>
-                    <Field value=value id="oidc-groups-claim" name="groups_claim" label="Groups claim" error="oidc.groups_claim" placeholder="groups"/>
+                    <Field value=value id="oidc-groups-claim" name="groups_claim" label="Groups claim" error="oidc.groups_claim" placeholder="groups" initial={echo::<CreateOidcIdp>("groups_claim")}/>
                 </div>
                 <div class="mt-3">
-                    <Field value=value id="oidc-required" name="required_groups" label="Only these IdP groups may sign in (comma-separated; empty: anyone)" error="sync.required_groups"/>
+                    <Field value=value id="oidc-required" name="required_groups" label="Only these IdP groups may sign in (comma-separated; empty: anyone)" error="sync.required_groups" initial={echo::<CreateOidcIdp>("required_groups")}/>
                 </div>
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Add provider"</button>
-                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
+                    {move || added().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>
             </ActionForm>
@@ -177,33 +181,34 @@ fn OidcForm(action: ServerAction<CreateOidcIdp>) -> impl IntoView {
 #[component]
 fn SamlForm(action: ServerAction<CreateSamlIdp>) -> impl IntoView {
     let value = move || action.value().get();
+    let added = done(action);
     view! {
         <Card title="Add a SAML 2.0 provider">
             <ActionForm action=action>
                 <CsrfField/>
                 <div class="grid grid-cols-2 gap-3">
-                    <Field value=value id="saml-name" name="name" label="Name (in URLs)" error="name" placeholder="adfs" required=true/>
-                    <Field value=value id="saml-display" name="display_name" label="Button label" error="display_name" placeholder="Acme ADFS" required=true/>
+                    <Field value=value id="saml-name" name="name" label="Name (in URLs)" error="name" placeholder="adfs" required=true initial={echo::<CreateSamlIdp>("name")}/>
+                    <Field value=value id="saml-display" name="display_name" label="Button label" error="display_name" placeholder="Acme ADFS" required=true initial={echo::<CreateSamlIdp>("display_name")}/>
                 </div>
                 <div class="mt-3">
-                    <Field value=value id="saml-metadata-url" name="metadata_url" label="IdP metadata URL" error="saml.idp_metadata_url" placeholder="https://idp.acme.com/saml/metadata"/>
+                    <Field value=value id="saml-metadata-url" name="metadata_url" label="IdP metadata URL" error="saml.idp_metadata_url" placeholder="https://idp.acme.com/saml/metadata" initial={echo::<CreateSamlIdp>("metadata_url")}/>
                 </div>
                 <div class="mt-3">
                     <label class=LABEL for="saml-metadata-xml">"…or paste the IdP metadata XML"</label>
-                    <textarea id="saml-metadata-xml" name="metadata_xml" rows="3" class=format!("{INPUT} font-mono text-xs") placeholder="<EntityDescriptor …>"></textarea>
+                    <textarea id="saml-metadata-xml" name="metadata_xml" rows="3" class=format!("{INPUT} font-mono text-xs") placeholder="<EntityDescriptor …>" inner_html={echo_text::<CreateSamlIdp>("metadata_xml")}></textarea>
                     {field_error(value, "saml.idp_metadata_xml")}
                     {field_error(value, "saml.idp_entity_id")}
                     {field_error(value, "saml.idp_sso_url")}
                     {field_error(value, "saml.idp_certificates")}
                 </div>
                 <div class="mt-3 grid grid-cols-2 gap-3">
-                    <Field value=value id="saml-groups-attr" name="groups_attribute" label="Groups attribute" error="saml.groups_attribute" placeholder="groups"/>
-                    <Field value=value id="saml-required" name="required_groups" label="Only these IdP groups may sign in" error="sync.required_groups"/>
+                    <Field value=value id="saml-groups-attr" name="groups_attribute" label="Groups attribute" error="saml.groups_attribute" placeholder="groups" initial={echo::<CreateSamlIdp>("groups_attribute")}/>
+                    <Field value=value id="saml-required" name="required_groups" label="Only these IdP groups may sign in" error="sync.required_groups" initial={echo::<CreateSamlIdp>("required_groups")}/>
                 </div>
                 <p class="mt-2 text-xs text-slate-500">"Responses are taken only when signed by a certificate from the metadata. After adding, register the ACS URL and SP entity ID shown in the table at your IdP."</p>
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Add SAML provider"</button>
-                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
+                    {move || added().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Provider added."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>
             </ActionForm>
@@ -214,36 +219,37 @@ fn SamlForm(action: ServerAction<CreateSamlIdp>) -> impl IntoView {
 #[component]
 fn LdapForm(action: ServerAction<CreateLdapIdp>) -> impl IntoView {
     let value = move || action.value().get();
+    let added = done(action);
     view! {
         <Card title="Add an LDAP directory">
             <ActionForm action=action>
                 <CsrfField/>
                 <div class="grid grid-cols-2 gap-3">
-                    <Field value=value id="ldap-name" name="name" label="Name (in URLs)" error="name" placeholder="corp-ad" required=true/>
-                    <Field value=value id="ldap-display" name="display_name" label="Form title" error="display_name" placeholder="Corporate directory" required=true/>
-                    <Field value=value id="ldap-url" name="url" label="URL" error="ldap.url" placeholder="ldaps://ldap.acme.com" required=true/>
-                    <Field value=value id="ldap-template" name="user_dn_template" label="User DN template (direct bind)" error="ldap.user_dn_template" placeholder="uid={username},ou=people,dc=acme,dc=com"/>
-                    <Field value=value id="ldap-base" name="base_dn" label="Base DN (search-then-bind)" error="ldap.base_dn"/>
-                    <Field value=value id="ldap-bind-dn" name="bind_dn" label="Service account DN" error="ldap.bind_dn"/>
+                    <Field value=value id="ldap-name" name="name" label="Name (in URLs)" error="name" placeholder="corp-ad" required=true initial={echo::<CreateLdapIdp>("name")}/>
+                    <Field value=value id="ldap-display" name="display_name" label="Form title" error="display_name" placeholder="Corporate directory" required=true initial={echo::<CreateLdapIdp>("display_name")}/>
+                    <Field value=value id="ldap-url" name="url" label="URL" error="ldap.url" placeholder="ldaps://ldap.acme.com" required=true initial={echo::<CreateLdapIdp>("url")}/>
+                    <Field value=value id="ldap-template" name="user_dn_template" label="User DN template (direct bind)" error="ldap.user_dn_template" placeholder="uid={username},ou=people,dc=acme,dc=com" initial={echo::<CreateLdapIdp>("user_dn_template")}/>
+                    <Field value=value id="ldap-base" name="base_dn" label="Base DN (search-then-bind)" error="ldap.base_dn" initial={echo::<CreateLdapIdp>("base_dn")}/>
+                    <Field value=value id="ldap-bind-dn" name="bind_dn" label="Service account DN" error="ldap.bind_dn" initial={echo::<CreateLdapIdp>("bind_dn")}/>
                     <Field value=value id="ldap-bind-pw" name="bind_password" label="Service account password" error="client_secret" kind="password"/>
                     <div>
                         <label class=LABEL for="ldap-lookup">"Groups from"</label>
                         <select id="ldap-lookup" name="group_lookup" class=INPUT>
                             <option value="member_of">"the user's memberOf"</option>
-                            <option value="search">"a group search"</option>
+                            <option value="search" selected={echo_selected::<CreateLdapIdp>("group_lookup", "search")}>"a group search"</option>
                         </select>
                         {field_error(value, "ldap.group_lookup")}
                     </div>
-                    <Field value=value id="ldap-group-base" name="group_base_dn" label="Group base DN (group search)" error="ldap.group_base_dn"/>
+                    <Field value=value id="ldap-group-base" name="group_base_dn" label="Group base DN (group search)" error="ldap.group_base_dn" initial={echo::<CreateLdapIdp>("group_base_dn")}/>
                 </div>
                 <label class="mt-3 flex items-center gap-2 text-sm">
-                    <input type="checkbox" name="start_tls" value="on"/>
+                    <input type="checkbox" name="start_tls" value="on" checked={echo_checked::<CreateLdapIdp>("start_tls", false)}/>
                     "StartTLS"
                 </label>
                 {field_error(value, "ldap.start_tls")}
                 <div class="mt-4 flex items-center gap-4">
                     <button type="submit" class=BUTTON>"Add directory"</button>
-                    {move || matches!(value(), Some(Ok(_))).then(|| view! { <span role="status" class="text-sm text-emerald-700">"Directory added."</span> })}
+                    {move || added().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Directory added."</span> })}
                 </div>
                 <div class="mt-3">{form_error(value)}</div>
             </ActionForm>

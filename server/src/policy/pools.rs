@@ -131,33 +131,11 @@ pub async fn get_pool(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool>
     Ok(pool_from_row(&row)?)
 }
 
-/// Declares a pool. `local_pools_allowed`: the server's `allow_local_pools` setting; a pool
-/// whose jobs run as processes on the server's host is a platform admin's decision alone.
-pub async fn create_pool(
-    store: &Store,
-    p: &Principal,
-    meta: &RequestMeta,
-    input: CreatePool,
-    local_pools_allowed: bool,
-) -> ApiResult<Pool> {
-    require(p, Action::ManagePolicy)?;
-    if input.shared {
-        require(p, Action::ManageSharedPools)?;
-    }
-    if input.executor == ExecutorKind::Local.as_str() {
-        require(p, Action::ManageSharedPools)?;
-        if !local_pools_allowed {
-            return Err(AppError::field(
-                "executor",
-                "local pools are turned off on this server (setting allow_local_pools)",
-            )
-            .into());
-        }
-    }
-    let name = input.name.trim().to_lowercase();
+/// The pool's fields, each error at its own field. `name`: the pool's name as it is stored.
+fn check_pool(input: &CreatePool, name: &str) -> Result<(), AppError> {
     let mut v = Validator::default();
     v.check(
-        slug_ok(&name),
+        slug_ok(name),
         "name",
         "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
     );
@@ -182,13 +160,26 @@ pub async fn create_pool(
         "must be between 0 and 10000000",
     );
     let mut names = std::collections::HashSet::new();
+    // The page's form names the nodes after the pool (`{name}-1`, `{name}-2`…): such names
+    // fail for the pool name's own fault, which is said at the name, not at the nodes.
+    let named_after_pool = format!("{}-", input.name.trim());
     for n in &input.nodes {
         if !slug_ok(&n.name) {
-            v.check(
-                false,
-                "nodes",
-                "node names use lower-case letters, digits, '-', '_' or '.'",
-            );
+            if !n.name.starts_with(&named_after_pool) {
+                v.check(
+                    false,
+                    "nodes",
+                    "node names use lower-case letters, digits, '-', '_' or '.'",
+                );
+            } else if slug_ok(name) {
+                let message = if slug_ok(&n.name.to_lowercase()) {
+                    // Valid once lower-cased, but the nodes keep the name as typed.
+                    "use lower-case letters: the nodes are named after the pool"
+                } else {
+                    "is too long: the nodes are named after the pool, and a node name has at most 63 characters"
+                };
+                v.check(false, "name", message);
+            }
             break;
         }
         if !names.insert(n.name.as_str()) {
@@ -224,7 +215,34 @@ pub async fn create_pool(
             break;
         }
     }
-    v.finish()?;
+    v.finish()
+}
+
+/// Declares a pool. `local_pools_allowed`: the server's `allow_local_pools` setting; a pool
+/// whose jobs run as processes on the server's host is a platform admin's decision alone.
+pub async fn create_pool(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreatePool,
+    local_pools_allowed: bool,
+) -> ApiResult<Pool> {
+    require(p, Action::ManagePolicy)?;
+    if input.shared {
+        require(p, Action::ManageSharedPools)?;
+    }
+    if input.executor == ExecutorKind::Local.as_str() {
+        require(p, Action::ManageSharedPools)?;
+        if !local_pools_allowed {
+            return Err(AppError::field(
+                "executor",
+                "local pools are turned off on this server (setting allow_local_pools)",
+            )
+            .into());
+        }
+    }
+    let name = input.name.trim().to_lowercase();
+    check_pool(&input, &name)?;
     let pool = Pool {
         id: new_id(),
         name,
@@ -264,4 +282,75 @@ pub async fn create_pool(
     tx.wake_scheduler();
     tx.commit().await?;
     Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool as the page's form declares it: `count` nodes named `{name}-{i}`.
+    fn from_form(name: &str, count: usize) -> CreatePool {
+        CreatePool {
+            name: name.to_string(),
+            executor: "simulated".into(),
+            nodes: (1..=count)
+                .map(|i| PoolNode {
+                    name: format!("{}-{i}", name.trim()),
+                    gpus: 8,
+                    gpu_model: "H100-80GB".into(),
+                    gpu_memory_mb: 81920,
+                    cpu_cores: 0,
+                    memory_mb: 0,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn fields(input: &CreatePool) -> Vec<(String, String)> {
+        let name = input.name.trim().to_lowercase();
+        match check_pool(input, &name) {
+            Ok(()) => Vec::new(),
+            Err(AppError::Validation(errors)) => {
+                errors.into_iter().map(|e| (e.field, e.message)).collect()
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_pool_name_error_is_at_the_name_not_the_nodes() {
+        // Empty: the nodes are "-1", "-2", which is the name's fault alone.
+        let errors = fields(&from_form("", 2));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "name");
+        let errors = fields(&from_form("bad name!", 1));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "name");
+        // Upper case is fine for the pool (lower-cased) but not for the nodes named after it.
+        let errors = fields(&from_form("GPU-A", 1));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "name");
+        assert!(errors[0].1.contains("lower-case"), "{errors:?}");
+        // A name so long that its nodes' names are too long.
+        let errors = fields(&from_form(&"a".repeat(62), 2));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].0, "name");
+        assert!(errors[0].1.contains("too long"), "{errors:?}");
+        assert!(fields(&from_form("gpu-a", 2)).is_empty());
+    }
+
+    #[test]
+    fn node_names_not_from_the_pool_name_are_still_checked() {
+        let mut input = from_form("pool", 1);
+        input.nodes[0].name = "Node 1".into();
+        assert_eq!(fields(&input)[0].0, "nodes");
+        let mut input = from_form("", 1);
+        input.nodes[0].name = "-x".into();
+        let errors = fields(&input);
+        assert!(errors.iter().any(|(f, _)| f == "name"), "{errors:?}");
+        input.nodes[0].name = "Bad".into();
+        let errors = fields(&input);
+        assert!(errors.iter().any(|(f, _)| f == "nodes"), "{errors:?}");
+    }
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use app::model::{Auth, Principal, RequestMeta};
 
 use crate::http::error::{ApiError, AppError};
-use crate::identity::login::{password_login, MAX_TENANT_CHARS};
+use crate::identity::login::{password_login, MAX_TENANT_CHARS, MAX_USERNAME_CHARS};
 use crate::identity::secret::constant_time_eq;
 use crate::identity::tokens;
 use crate::state::AppState;
@@ -202,9 +202,18 @@ pub async fn login_form(
         } else {
             ""
         };
+        // The username too, so the form comes back filled without JavaScript (never the
+        // password).
+        let username = form.username.trim();
+        let username = if username.chars().count() <= MAX_USERNAME_CHARS {
+            username
+        } else {
+            ""
+        };
         let q = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("error", error)
             .append_pair("tenant", tenant)
+            .append_pair("username", username)
             .append_pair("next", next)
             .finish();
         Redirect::to(&format!("/login?{q}")).into_response()

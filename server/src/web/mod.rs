@@ -4,6 +4,7 @@
 pub mod auth;
 mod backend;
 pub mod client_ip;
+pub mod form_echo;
 pub mod headers;
 pub mod sso;
 
@@ -29,6 +30,21 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     });
     let leptos_routes = page_routes();
     let options = state.leptos.clone();
+    // The pages and their server functions, with the no-JavaScript form echo around them.
+    let pages = Router::new()
+        .leptos_routes_with_context(
+            state,
+            leptos_routes,
+            move || {
+                provide_context(backend.clone());
+                headers::page_csp_context();
+            },
+            move || app::shell(options.clone()),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            form_echo::FormEchoState::new(state.clone()),
+            form_echo::echo_forms,
+        ));
     router
         .route("/", get(home))
         .route("/auth/login", post(auth::login_form))
@@ -42,15 +58,7 @@ pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
             get(sso::saml_metadata),
         )
         .route("/auth/saml/finish", get(sso::saml_finish))
-        .leptos_routes_with_context(
-            state,
-            leptos_routes,
-            move || {
-                provide_context(backend.clone());
-                headers::page_csp_context();
-            },
-            move || app::shell(options.clone()),
-        )
+        .merge(pages)
         .fallback(fallback)
 }
 

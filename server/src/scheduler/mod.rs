@@ -4,6 +4,7 @@
 //! [`crate::policy`]'s.
 
 pub mod api;
+pub(crate) mod changes;
 pub mod core;
 pub mod driver;
 pub mod jobs;

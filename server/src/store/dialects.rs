@@ -21,6 +21,10 @@ const DIALECT_LINES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Files that make the same change in each dialect's own words (triggers): both must exist,
+/// their lines may differ.
+pub const DIALECT_FILES: &[&str] = &["0015_jobs_change_seq.sql"];
+
 /// The differences between two migration files that are not listed dialect lines.
 pub fn drift(sqlite: &str, postgres: &str) -> Vec<String> {
     let (a, b): (Vec<&str>, Vec<&str>) = (sqlite.lines().collect(), postgres.lines().collect());
@@ -63,6 +67,9 @@ mod tests {
         );
         let mut problems = Vec::new();
         for name in names(&sqlite) {
+            if DIALECT_FILES.contains(&name.as_str()) {
+                continue;
+            }
             let a = std::fs::read_to_string(format!("{sqlite}/{name}")).unwrap();
             let b = std::fs::read_to_string(format!("{postgres}/{name}")).unwrap();
             problems.extend(drift(&a, &b).into_iter().map(|d| format!("{name}: {d}")));

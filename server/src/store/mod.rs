@@ -57,6 +57,7 @@ pub struct WriteTx {
     scheduling_generation: Arc<AtomicU64>,
     wake: bool,
     now: i64,
+    pub dialect: Dialect,
 }
 
 impl WriteTx {
@@ -194,6 +195,7 @@ impl Store {
             scheduling_generation: self.scheduling_generation.clone(),
             wake: false,
             now: self.clock.now_ms(),
+            dialect: self.dialect,
         })
     }
 
@@ -319,70 +321,5 @@ mod tests {
             Some("data/x.db")
         );
         assert_eq!(sqlite_path("sqlite::memory:").as_deref(), Some(":memory:"));
-    }
-}
-
-/// The two migration folders say the same thing: same files, same lines, except the lines
-/// listed here where the dialects differ (SQLite first, PostgreSQL second).
-#[cfg(test)]
-mod migrations_in_step {
-    const DIALECT_LINES: &[(&str, &str, &str)] = &[
-        (
-            "0001_foundation.sql",
-            "    id           INTEGER PRIMARY KEY AUTOINCREMENT,",
-            "    id           BIGSERIAL PRIMARY KEY,",
-        ),
-        (
-            "0003_pool_fit.sql",
-            "    fit_gpus = COALESCE((SELECT MAX(CAST(json_extract(n.value, '$.gpus') AS INTEGER)) FROM json_each(pools.nodes) n), 0),",
-            "    fit_gpus = COALESCE((SELECT MAX((n->>'gpus')::BIGINT) FROM jsonb_array_elements(pools.nodes::jsonb) n), 0),",
-        ),
-        (
-            "0003_pool_fit.sql",
-            "    fit_gpu_memory_mb = COALESCE((SELECT MAX(CAST(json_extract(n.value, '$.gpu_memory_mb') AS INTEGER)) FROM json_each(pools.nodes) n",
-            "    fit_gpu_memory_mb = COALESCE((SELECT MAX((n->>'gpu_memory_mb')::BIGINT) FROM jsonb_array_elements(pools.nodes::jsonb) n",
-        ),
-        (
-            "0003_pool_fit.sql",
-            "                                  WHERE CAST(json_extract(n.value, '$.gpus') AS INTEGER) > 0), 0);",
-            "                                  WHERE (n->>'gpus')::BIGINT > 0), 0);",
-        ),
-    ];
-
-    fn files(dialect: &str) -> Vec<(String, String)> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../migrations")
-            .join(dialect);
-        let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
-            .expect("migrations folder")
-            .map(|e| {
-                let e = e.expect("entry");
-                let name = e.file_name().to_string_lossy().to_string();
-                (name, std::fs::read_to_string(e.path()).expect("read"))
-            })
-            .collect();
-        out.sort();
-        out
-    }
-
-    #[test]
-    fn sqlite_and_postgres_migrations_do_not_drift() {
-        let sqlite = files("sqlite");
-        let postgres = files("postgres");
-        let names = |v: &[(String, String)]| v.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
-        assert_eq!(names(&sqlite), names(&postgres), "the same migration files");
-        for ((name, a), (_, b)) in sqlite.iter().zip(&postgres) {
-            let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-            assert_eq!(a.len(), b.len(), "{name}: line counts differ");
-            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                if x != y {
-                    assert!(
-                        DIALECT_LINES.contains(&(name.as_str(), x, y)),
-                        "{name}:{}: an unlisted difference\n  sqlite:   {x}\n  postgres: {y}",
-                        i + 1
-                    );
-                }
-            }
-        }
     }
 }

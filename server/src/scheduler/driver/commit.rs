@@ -288,10 +288,11 @@ impl Driver {
             let f = &l.jobs[p.for_job as usize];
             let for_group = &l.groups[p.for_group as usize];
             let victim_group = &l.groups[p.victim_group as usize];
-            let changed = sqlx::query(
-                "UPDATE jobs SET state = 'preempting', stop_reason = 'preempt', preempted_for = $1, updated_at = $2
+            let changed = sqlx::query(&format!(
+                "UPDATE jobs SET state = 'preempting', stop_reason = 'preempt', preempted_for = $1, updated_at = $2, {}
                  WHERE id = $3 AND state IN ('admitted', 'starting', 'running') AND stop_reason IS NULL",
-            )
+                set_change(tx.dialect)
+            ))
             .bind(&for_group.id)
             .bind(now)
             .bind(&v.id)
@@ -373,7 +374,8 @@ impl Driver {
         let mut tx = self.store.begin_write().await?;
         for chunk in ids.chunks(STATEMENT_PARAMS) {
             let sql = format!(
-                "UPDATE jobs SET state = 'starting', updated_at = $1 WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
+                "UPDATE jobs SET state = 'starting', updated_at = $1, {} WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
+                set_change(tx.dialect),
                 placeholders(2, chunk.len())
             );
             let mut q = sqlx::query(&sql).bind(now);

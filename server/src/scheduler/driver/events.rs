@@ -115,7 +115,7 @@ impl Driver {
                         if let Some(job) = flush_running(&mut tx, now, &mut running).await? {
                             return Ok(Some(job));
                         }
-                        sqlx::query("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2), updated_at = $2 WHERE id = $3")
+                        sqlx::query(&format!("UPDATE jobs SET handle = $1, started_at = COALESCE(started_at, $2), updated_at = $2, {} WHERE id = $3", set_change(tx.dialect)))
                             .bind(handle)
                             .bind(now)
                             .bind(id)
@@ -143,11 +143,12 @@ impl Driver {
                 } if live => match stop_reason {
                     Some(StopReason::Preempt) => {
                         let n = *resume_count + 1;
-                        let changed = sqlx::query(
+                        let changed = sqlx::query(&format!(
                             "UPDATE jobs SET state = 'queued', resume_count = $1, pool_id = NULL, node = NULL, node_name = NULL, slices = NULL, over_quota = 0,
                                 stop_reason = NULL, preempted_for = NULL, handle = NULL, admitted_at = NULL, started_at = NULL, queued_at = $2, updated_at = $2,
-                                wait_code = NULL, wait_reason = NULL WHERE id = $3 AND state = $4",
-                        )
+                                wait_code = NULL, wait_reason = NULL, {} WHERE id = $3 AND state = $4",
+                            set_change(tx.dialect)
+                        ))
                         .bind(n)
                         .bind(now)
                         .bind(id)
@@ -220,7 +221,7 @@ impl Driver {
             }
             if let Some((to, detail, action, code)) = transition {
                 let duration = started_at.map(|s| now - s);
-                let changed = sqlx::query("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL WHERE id = $5 AND state = $6")
+                let changed = sqlx::query(&format!("UPDATE jobs SET state = $1, exit_code = $2, detail = $3, finished_at = $4, updated_at = $4, handle = NULL, {} WHERE id = $5 AND state = $6", set_change(tx.dialect)))
                     .bind(to.as_str())
                     .bind(code)
                     .bind(&detail)

@@ -1,26 +1,31 @@
 //! The driver's snapshot, kept across cycles: read whole when the driver starts leading (at
 //! start and after it lost and took back the leader lock), after a failed cycle and every
 //! [`RECONCILE`]; in between, each cycle re-reads the configuration (pools, policies, queues:
-//! a few rows) and only the job rows changed since the last read.
+//! a few rows) and only the job rows changed since the last read, found by their change
+//! numbers ([`crate::scheduler::changes`]): each read starts at the horizon taken just before
+//! the previous one, so a transaction that commits after a read, however long it ran, is seen
+//! at the next, and a row is read again only when a transaction was still running at the
+//! previous read.
 //!
-//! Every write to a live job stamps `updated_at` with its transaction's time, except the
-//! driver's own wait reasons, which it applies to its snapshot itself once they commit. A
-//! refresh reads the rows stamped at or after the time its previous read began, less
-//! [`OVERLAP_MS`], so a transaction that began before that read and committed after it is
-//! still seen; one that took longer than that is seen at the next full read. Nothing unsafe
-//! follows from a row seen late: every transition the driver commits is conditional on the
-//! state it read (a stale view makes a write change nothing), and the store, not the snapshot,
-//! is what a restart trusts.
+//! The driver's own wait reasons keep a row's number: it applies them to its snapshot itself
+//! once they commit. Nothing unsafe follows from a row seen late: every transition the driver
+//! commits is conditional on the state it read (a stale view makes a write change nothing),
+//! and the store, not the snapshot, is what a restart trusts.
 
 use std::time::{Duration, Instant};
 
 use super::snapshot::{job_order as order, live_job, load, load_config, Loaded, JOB_COLUMNS};
 use super::*;
 
-/// How far before its previous read a refresh looks for changed rows.
-pub(super) const OVERLAP_MS: i64 = 5_000;
 /// How often the jobs are read whole anyway.
 pub(super) const RECONCILE: Duration = Duration::from_secs(300);
+
+/// Where the next read starts (see [`crate::scheduler::changes`]).
+async fn horizon(store: &Store) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(crate::scheduler::changes::horizon_query(store.dialect))
+        .fetch_one(&store.pool)
+        .await
+}
 
 fn is_live(s: JobState) -> bool {
     matches!(
@@ -35,7 +40,7 @@ fn is_live(s: JobState) -> bool {
 
 pub(super) struct Live {
     pub(super) loaded: Loaded,
-    /// Rows stamped at or after this time (store clock) are read at the next refresh.
+    /// Rows numbered at or after this change number are read at the next refresh.
     since: i64,
     /// When the jobs were last read whole.
     full_at: Instant,
@@ -48,10 +53,11 @@ impl Live {
         now: i64,
         min_runtime_ms: i64,
     ) -> Result<Live, sqlx::Error> {
+        let since = horizon(store).await?;
         let loaded = load(store, now, min_runtime_ms).await?;
         Ok(Live {
             loaded,
-            since: now - OVERLAP_MS,
+            since,
             full_at: Instant::now(),
         })
     }
@@ -76,8 +82,9 @@ impl Live {
                 j.queue = next.queue_index.get(&j.queue_id).copied();
             }
         }
+        let next_since = horizon(store).await?;
         let rows = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE updated_at >= $1"
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE change_seq >= $1"
         ))
         .bind(self.since)
         .fetch_all(&store.pool)
@@ -111,11 +118,11 @@ impl Live {
         next.jobs = jobs;
         next.fill(store, now).await?;
         self.loaded = next;
-        self.since = now - OVERLAP_MS;
+        self.since = next_since;
         Ok(rows.len())
     }
 
-    /// Applies wait reasons the driver committed (they do not stamp `updated_at`).
+    /// Applies wait reasons the driver committed (they keep the rows' change numbers).
     pub(super) fn set_wait(&mut self, waits: Vec<(u64, &'static str, String)>) {
         for (job, code, text) in waits {
             if let Some(j) = self.loaded.jobs.get_mut(job as usize) {

@@ -52,6 +52,7 @@ use tokio::sync::Notify;
 
 use app::model::{format_gpus as gpus, ExecutorKind, JobState, PoolNode, RequestMeta};
 
+use super::changes::set_change;
 use super::core::{self, Decisions, WaitReason};
 use crate::audit::{self, Actor, BatchRecord};
 pub use crate::config::DriverConfig;
@@ -528,7 +529,7 @@ impl Driver {
         let mut audits = Vec::new();
         let mut out = Vec::new();
         for j in over {
-            let changed = sqlx::query("UPDATE jobs SET stop_reason = 'max_runtime', updated_at = $1 WHERE id = $2 AND state = 'running' AND stop_reason IS NULL")
+            let changed = sqlx::query(&format!("UPDATE jobs SET stop_reason = 'max_runtime', updated_at = $1, {} WHERE id = $2 AND state = 'running' AND stop_reason IS NULL", set_change(tx.dialect)))
                 .bind(now)
                 .bind(&j.id)
                 .execute(&mut *tx.tx)

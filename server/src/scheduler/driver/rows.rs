@@ -49,9 +49,10 @@ pub(super) async fn admit_rows(
     for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
         let sql = format!(
             "UPDATE jobs SET state = 'admitted', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
-                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1
+                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1, {}
              FROM (VALUES {}) AS v
              WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
+            set_change(tx.dialect),
             value_rows(2, chunk.len(), 6)
         );
         let mut q = sqlx::query(&sql).bind(now);
@@ -81,8 +82,9 @@ pub(super) async fn flush_running(
 ) -> Result<Option<String>, sqlx::Error> {
     for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
         let sql = format!(
-            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1
+            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1, {}
              FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
+            set_change(tx.dialect),
             value_rows(2, chunk.len(), 3)
         );
         let mut q = sqlx::query(&sql).bind(now);

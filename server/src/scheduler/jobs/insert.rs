@@ -26,12 +26,14 @@ impl Gives {
 }
 
 const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, priority_class, priority, preemptible,
-    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at";
+    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at, change_seq";
 const JOB_INSERT_ARITY: usize = 27;
 /// Rows per multi-row insert (27 parameters each; see [`STATEMENT_PARAMS`]).
 const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
 
-fn placeholders(rows: usize, arity: usize) -> String {
+/// `rows` rows of `arity` parameters each, each row ending with `last` (an SQL expression)
+/// when given.
+fn placeholders(rows: usize, arity: usize, last: Option<&str>) -> String {
     let mut out = String::with_capacity(rows * arity * 5);
     for r in 0..rows {
         if r > 0 {
@@ -43,6 +45,10 @@ fn placeholders(rows: usize, arity: usize) -> String {
                 out.push_str(", ");
             }
             out.push_str(&format!("${}", r * arity + c + 1));
+        }
+        if let Some(last) = last {
+            out.push_str(", ");
+            out.push_str(last);
         }
         out.push(')');
     }
@@ -62,7 +68,11 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
     for chunk in items.chunks(INSERT_CHUNK) {
         let sql = format!(
             "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
-            placeholders(chunk.len(), JOB_INSERT_ARITY)
+            placeholders(
+                chunk.len(),
+                JOB_INSERT_ARITY,
+                Some(crate::scheduler::changes::next_change(tx.dialect))
+            )
         );
         let mut q = sqlx::query(&sql);
         for NewJob {
@@ -104,7 +114,7 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
         q.execute(&mut *tx.tx).await?;
         let sql = format!(
             "INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {}",
-            placeholders(chunk.len(), 7)
+            placeholders(chunk.len(), 7, None)
         );
         let mut q = sqlx::query(&sql);
         for NewJob {

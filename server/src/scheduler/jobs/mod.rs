@@ -333,7 +333,7 @@ pub async fn abort(store: &Store, p: &Principal, meta: &RequestMeta, id: &str) -
     } else {
         job.state
     };
-    let changed = sqlx::query("UPDATE jobs SET state = $1, stop_reason = 'abort', finished_at = CASE WHEN $1 = 'aborted' THEN $2 ELSE finished_at END, wait_code = NULL, wait_reason = NULL, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND state = $5")
+    let changed = sqlx::query(&format!("UPDATE jobs SET state = $1, stop_reason = 'abort', finished_at = CASE WHEN $1 = 'aborted' THEN $2 ELSE finished_at END, wait_code = NULL, wait_reason = NULL, updated_at = $2, {} WHERE tenant_id = $3 AND id = $4 AND state = $5", crate::scheduler::changes::set_change(tx.dialect)))
         .bind(to.as_str())
         .bind(now)
         .bind(p.tenant_id())

@@ -39,7 +39,7 @@ pub fn GroupPage() -> impl IntoView {
                                 <p class="mt-1 text-sm text-slate-600">{d.group.description.clone()}</p>
                             </div>
                             <div class="grid grid-cols-1 gap-6 lg:grid-cols-3">
-                                <div class="lg:col-span-2">
+                                <div class="min-w-0 lg:col-span-2">
                                     <Card title="Members">
                                         {if d.members.is_empty() {
                                             view! { <p class="text-sm text-slate-600">"No members yet."</p> }.into_any()

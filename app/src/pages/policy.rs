@@ -207,7 +207,7 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                     </tbody>
                 </table>
             </Card>
-            <div class="xl:col-span-2">
+            <div class="min-w-0 xl:col-span-2">
             <Card title="Recent preemptions">
                 {if o.preemptions.is_empty() {
                     view! { <p class="text-sm text-slate-600">"No preemptions yet: nobody has needed borrowed GPUs back."</p> }.into_any()

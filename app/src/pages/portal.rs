@@ -83,7 +83,7 @@ fn Portal(
     }
     view! {
         <div class="grid gap-6 xl:grid-cols-3">
-            <div class="xl:col-span-2 space-y-6">
+            <div class="min-w-0 space-y-6 xl:col-span-2">
                 <Card title="My jobs">
                     {if d.jobs.is_empty() {
                         view! { <p class="text-sm text-slate-600">"No jobs yet. Submit one with the form."</p> }.into_any()
@@ -323,7 +323,7 @@ pub fn JobPage() -> impl IntoView {
                                     })}
                                     <div class="mt-3">{form_error(abort_v)}</div>
                                 </Card>
-                                <div class="lg:col-span-2">
+                                <div class="min-w-0 lg:col-span-2">
                                     <Card title="History">
                                         <table class=TABLE data-testid="events-table">
                                             <thead><tr><th class=TH>"When"</th><th class=TH>"From"</th><th class=TH>"To"</th><th class=TH>"What happened"</th></tr></thead>

@@ -134,8 +134,9 @@ pub async fn get_pool(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool>
 /// The pool's fields, each error at its own field. `name`: the pool's name as it is stored.
 fn check_pool(input: &CreatePool, name: &str) -> Result<(), AppError> {
     let mut v = Validator::default();
+    v.check(!name.is_empty(), "name", "is required");
     v.check(
-        slug_ok(name),
+        name.is_empty() || slug_ok(name),
         "name",
         "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
     );
@@ -322,8 +323,7 @@ mod tests {
     fn a_pool_name_error_is_at_the_name_not_the_nodes() {
         // Empty: the nodes are "-1", "-2", which is the name's fault alone.
         let errors = fields(&from_form("", 2));
-        assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].0, "name");
+        assert_eq!(errors, [("name".into(), "is required".into())]);
         let errors = fields(&from_form("bad name!", 1));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].0, "name");

@@ -5,6 +5,7 @@ mod common;
 
 mod access;
 mod audit;
+mod changes;
 mod auth;
 mod cli;
 mod conformance;

@@ -19,7 +19,7 @@ pub mod time;
 mod ui;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
     path, SsrMode,
@@ -37,9 +37,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
-                // ECharts for the charts (charming's wasm renderer); deferred, so it is loaded
+                // ECharts for the charts (pages/chart.rs); deferred, so it is loaded
                 // before the app hydrates and never blocks the first paint.
                 <script src="/echarts.min.js" defer></script>
+                // `/pkg/switchyard.css`, or its content-hashed name when cargo-leptos hashed the
+                // files (`hash-files`), as the hydration scripts' names.
+                <HashedStylesheet options=options.clone() id="leptos"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -67,7 +70,6 @@ pub fn App() -> impl IntoView {
     });
 
     view! {
-        <Stylesheet id="leptos" href="/pkg/switchyard.css"/>
         <Title formatter=|t: String| format!("{t} · Switchyard")/>
         <Router>
             <Routes fallback=|| view! { <NotFound/> }>

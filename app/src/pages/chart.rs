@@ -1,6 +1,12 @@
-//! Charts drawn with charming's wasm renderer after hydration (ECharts is served from
-//! `public/`). The server renders an empty, labelled frame; every chart sits beside a table
-//! with the same numbers, so the page says everything before (and without) JavaScript.
+//! Charts drawn by ECharts after hydration (ECharts is served from `public/` as
+//! `/echarts.min.js`). The server renders an empty, labelled frame; every chart sits beside a
+//! table with the same numbers, so the page says everything before (and without) JavaScript.
+//!
+//! The browser builds the ECharts option as JSON text ([`option_json`]) and hands it to
+//! `echarts.init(el).setOption(JSON.parse(..))` through two wasm-bindgen imports. It does not
+//! link charming's typed option model and its renderer: they made up a fifth of the
+//! WebAssembly bundle. charming stays the reference for the option's shape: a test builds the
+//! same chart with charming and checks that both serialize to the same JSON.
 
 use leptos::prelude::*;
 
@@ -16,8 +22,8 @@ pub struct Stacked {
 pub fn StackedBars(id: &'static str, label: String, data: Stacked) -> impl IntoView {
     #[cfg(feature = "hydrate")]
     {
-        let data = data.clone();
-        Effect::new(move |_| draw(id, &data));
+        let option = option_json(&data);
+        Effect::new(move |_| draw(id, &option));
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = &data;
@@ -26,39 +32,175 @@ pub fn StackedBars(id: &'static str, label: String, data: Stacked) -> impl IntoV
     }
 }
 
-#[cfg(feature = "hydrate")]
-fn draw(id: &str, d: &Stacked) {
-    use charming::component::{Axis, Grid, Legend};
-    use charming::element::{AxisType, ItemStyle, Tooltip, Trigger};
-    use charming::series::Bar;
-    use charming::{Chart, WasmRenderer};
-
-    let width = web_sys_width(id).unwrap_or(640);
-    let mut chart = Chart::new()
-        .tooltip(Tooltip::new().trigger(Trigger::Axis))
-        .legend(Legend::new().bottom(0))
-        .grid(Grid::new().left(48).right(16).top(24).bottom(48))
-        .x_axis(
-            Axis::new()
-                .type_(AxisType::Category)
-                .data(d.categories.clone()),
-        )
-        .y_axis(Axis::new().type_(AxisType::Value).name(d.unit.clone()));
-    for (name, colour, values) in &d.series {
-        chart = chart.series(
-            Bar::new()
-                .name(name.clone())
-                .stack("total")
-                .item_style(ItemStyle::new().color(colour.clone()))
-                .data(values.clone()),
-        );
+/// The ECharts option of a stacked bar chart: the axis tooltip, the legend at the bottom, one
+/// bar series per entry of `series`, all on the stack `total`.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub fn option_json(d: &Stacked) -> String {
+    let mut s = String::with_capacity(256);
+    s.push_str(r#"{"tooltip":{"trigger":"axis"},"legend":{"bottom":0},"#);
+    s.push_str(r#""grid":[{"left":48,"right":16,"top":24,"bottom":48}],"#);
+    s.push_str(r#""xAxis":{"type":"category","data":["#);
+    for (i, c) in d.categories.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        push_str_json(&mut s, c);
     }
-    let _ = WasmRenderer::new(width, 256).render(id, &chart);
+    s.push_str(r#"]},"yAxis":{"type":"value","name":"#);
+    push_str_json(&mut s, &d.unit);
+    s.push_str(r#"},"series":["#);
+    for (i, (name, colour, values)) in d.series.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(r#"{"type":"bar","name":"#);
+        push_str_json(&mut s, name);
+        s.push_str(r#","stack":"total","itemStyle":{"color":"#);
+        push_str_json(&mut s, colour);
+        s.push_str(r#"},"data":["#);
+        for (j, v) in values.iter().enumerate() {
+            if j > 0 {
+                s.push(',');
+            }
+            if v.is_finite() {
+                s.push_str(&v.to_string());
+            } else {
+                s.push_str("null");
+            }
+        }
+        s.push_str("]}");
+    }
+    s.push_str("]}");
+    s
+}
+
+/// A JSON string literal.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+fn push_str_json(s: &mut String, v: &str) {
+    s.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                s.push_str("\\u00");
+                s.push(HEX[(c as usize) >> 4] as char);
+                s.push(HEX[(c as usize) & 0xf] as char);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
 }
 
 #[cfg(feature = "hydrate")]
-fn web_sys_width(id: &str) -> Option<u32> {
-    let el = document().get_element_by_id(id)?;
-    let w = el.client_width();
-    (w > 0).then_some(w as u32)
+mod echarts {
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        /// An ECharts instance.
+        pub type Chart;
+
+        /// `echarts.init(el)`: the chart takes the element's size.
+        #[wasm_bindgen(js_namespace = echarts, js_name = init, catch)]
+        pub fn init(el: &leptos::web_sys::Element) -> Result<Chart, JsValue>;
+
+        #[wasm_bindgen(method, js_name = setOption)]
+        pub fn set_option(this: &Chart, option: &JsValue);
+
+        /// `JSON.parse(text)`.
+        #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
+        pub fn parse(text: &str) -> Result<JsValue, JsValue>;
+    }
+}
+
+#[cfg(feature = "hydrate")]
+fn draw(id: &str, option: &str) {
+    let Some(el) = document().get_element_by_id(id) else {
+        return;
+    };
+    // Without ECharts (blocked or not loaded) the table beside the chart still says it all.
+    let Ok(chart) = echarts::init(&el) else {
+        return;
+    };
+    if let Ok(option) = echarts::parse(option) {
+        chart.set_option(&option);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Stacked {
+        Stacked {
+            categories: vec!["h100-shared".into(), "a \"quoted\"\\ pool\n".into()],
+            unit: "GPUs".into(),
+            series: vec![
+                ("in quota".into(), "#2563eb".into(), vec![3.0, 0.5]),
+                ("idle".into(), "#cbd5e1".into(), vec![1.0, f64::NAN]),
+            ],
+        }
+    }
+
+    /// The hand-built option is what charming's typed model serializes to for the same chart.
+    #[test]
+    fn option_matches_charming() {
+        use charming::component::{Axis, Grid, Legend};
+        use charming::element::{AxisType, ItemStyle, Tooltip, Trigger};
+        use charming::series::Bar;
+        use charming::Chart;
+
+        let d = sample();
+        let mut chart = Chart::new()
+            .tooltip(Tooltip::new().trigger(Trigger::Axis))
+            .legend(Legend::new().bottom(0))
+            .grid(Grid::new().left(48).right(16).top(24).bottom(48))
+            .x_axis(
+                Axis::new()
+                    .type_(AxisType::Category)
+                    .data(d.categories.clone()),
+            )
+            .y_axis(Axis::new().type_(AxisType::Value).name(d.unit.clone()));
+        for (name, colour, values) in &d.series {
+            chart = chart.series(
+                Bar::new()
+                    .name(name.clone())
+                    .stack("total")
+                    .item_style(ItemStyle::new().color(colour.clone()))
+                    .data(values.clone()),
+            );
+        }
+        let ours: serde_json::Value =
+            serde_json::from_str(&option_json(&d)).expect("the option is JSON");
+        let theirs = serde_json::to_value(&chart).expect("charming serializes");
+        assert_eq!(numbers_as_f64(ours), numbers_as_f64(theirs));
+    }
+
+    /// `3` and `3.0` are the same number to ECharts (and JavaScript), not to serde_json.
+    fn numbers_as_f64(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::Number(n) => n.as_f64().map_or(Value::Null, Value::from),
+            Value::Array(a) => Value::Array(a.into_iter().map(numbers_as_f64).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (k, numbers_as_f64(v))).collect())
+            }
+            v => v,
+        }
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let mut s = String::new();
+        push_str_json(&mut s, "a\u{1}b");
+        assert_eq!(s, r#""a\u0001b""#);
+        let v: serde_json::Value = serde_json::from_str(&s).expect("JSON");
+        assert_eq!(v, "a\u{1}b");
+    }
 }

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+pub mod assets;
 mod metrics;
 pub mod serve;
 
@@ -74,7 +75,10 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 }
 
 /// The whole application: API, health, metrics, pages, static files, middleware.
-pub fn app(state: AppState) -> Router {
+pub fn app(mut state: AppState) -> Router {
+    // Static files: precompressed, cached by their hashed names (see `assets`).
+    assets::use_hash_file(&mut state.leptos);
+    let static_files = assets::Assets::new(&state.leptos.site_root, &state.leptos.site_pkg_dir);
     let (api, openapi) = rest();
     let openapi_json = serde_json::to_string(&openapi).unwrap_or_default();
     let max_body = state.config.max_body_bytes;
@@ -93,6 +97,7 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics));
     let router = crate::web::routes(router, &state)
         .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
+        .layer(middleware::from_fn_with_state(static_files, assets::serve))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(state.clone(), crate::web::auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), observe))

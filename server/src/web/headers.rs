@@ -3,16 +3,16 @@
 //! policy.
 //!
 //! Pages get a policy that still lets them work: Leptos hydrates from an inline module script
-//! that imports `/pkg/switchyard.js` and instantiates `/pkg/switchyard_bg.wasm`
-//! (`'wasm-unsafe-eval'`), resources resolved on the server arrive in inline scripts, and
-//! `/echarts.min.js` is served by us. leptos_axum gives every rendered page a fresh nonce and
-//! puts it on each of those inline scripts, so the page's policy allows scripts from this
-//! origin and inline scripts with that nonce only ([`page_csp_context`]); a page rendered
-//! without one (none today) falls back to `'unsafe-inline'`. ECharts and Leptos set inline
-//! styles, so styles may be inline. Every form posts to this origin (SSO buttons are links; the
-//! server redirects to the IdP, and a SAML IdP's post to our ACS is governed by the IdP page's
-//! policy, not ours). Everything else (JSON, problem documents, static files) gets
-//! `default-src 'none'`.
+//! that imports `/pkg/switchyard.<hash>.js` and instantiates `/pkg/switchyard.<hash>.wasm`
+//! (`'wasm-unsafe-eval'`; the names carry a content hash, see `routes::assets`), resources
+//! resolved on the server arrive in inline scripts, and `/echarts.min.js` is served by us.
+//! leptos_axum gives every rendered page a fresh nonce and puts it on each of those inline
+//! scripts, so the page's policy allows scripts from this origin and inline scripts with that
+//! nonce only ([`page_csp_context`]); a page rendered without one (none today) falls back to
+//! `'unsafe-inline'`. ECharts and Leptos set inline styles, so styles may be inline. Every form
+//! posts to this origin (SSO buttons are links; the server redirects to the IdP, and a SAML
+//! IdP's post to our ACS is governed by the IdP page's policy, not ours). Everything else
+//! (JSON, problem documents, static files) gets `default-src 'none'`.
 //!
 //! `Referrer-Policy: same-origin`, not `no-referrer`: a form posted without JavaScript to a
 //! server function is answered with a redirect back to the page it came from, which leptos_axum

@@ -34,6 +34,7 @@ mod sign_in_limits;
 mod sso;
 mod sso_linking;
 mod ssrf;
+mod static_assets;
 mod store;
 mod submits;
 mod time_limits;

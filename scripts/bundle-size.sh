@@ -28,7 +28,7 @@ printf '%-48s %10s %10s %10s %10s %10s\n' file raw gzip-9 brotli-11 served.gz se
 missing=0
 for f in "${files[@]}"; do
   raw=$(stat -c %s "$f")
-  gz=$(gzip -9 -c "$f" | wc -c)
+  gz=$(gzip -9 -n -c "$f" | wc -c)
   br=$(brotli_size "$f")
   printf '%-48s %10d %10d %10d %10s %10s\n' "$(basename "$f")" "$raw" "$gz" "$br" \
     "$(size_or_dash "$f.gz")" "$(size_or_dash "$f.br")"

@@ -97,9 +97,11 @@ pub fn app(mut state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics));
     let router = crate::web::routes(router, &state)
         .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
-        .layer(middleware::from_fn_with_state(static_files, assets::serve))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(state.clone(), crate::web::auth::authenticate))
+        // Outside authentication: the files are public, and a page's four requests for them
+        // need no session lookup.
+        .layer(middleware::from_fn_with_state(static_files, assets::serve))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(CatchPanicLayer::custom(|_| ApiError(AppError::Internal).into_response()))
         .layer(middleware::from_fn_with_state(

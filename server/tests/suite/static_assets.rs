@@ -126,6 +126,20 @@ async fn static_files_are_precompressed_and_cached_by_hash() {
         Some(switchyard::routes::assets::SHORT_CACHE)
     );
 
+    // Served before authentication: public files need no session (nor a session lookup).
+    let req = Request::builder()
+        .uri(format!("/pkg/{HASHED}.js"))
+        .header(header::AUTHORIZATION, "Bearer not-a-token")
+        .header(
+            header::COOKIE,
+            format!("{}=not-a-session", switchyard::web::auth::SESSION_COOKIE),
+        )
+        .body(Body::empty())
+        .unwrap();
+    let r = app.raw(req).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.text, "js");
+
     // A missing file is a 404 that no cache keeps.
     let r = fetch(
         &app,

@@ -199,6 +199,10 @@ pub struct JobQuery {
     pub user: Option<String>,
     /// Part of the job's name.
     pub q: Option<String>,
+    /// Only jobs submitted in the last `hour`, `day` or `week`.
+    pub within: Option<String>,
+    /// `newest` (the default) or `oldest` first.
+    pub sort: Option<String>,
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }

@@ -3,7 +3,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 use super::policy::gpus;
-use crate::api::list_jobs;
+use crate::api::{list_jobs, load_portal};
 use crate::model::{Job, JobQuery, JobState};
 use crate::time::format_ms;
 use crate::ui::*;
@@ -38,19 +38,25 @@ pub fn JobsPage() -> impl IntoView {
             group_id: text("group_id"),
             user: text("user"),
             q: text("q"),
+            within: text("within"),
+            sort: text("sort"),
             limit: Some(text("limit").and_then(|l| l.parse().ok()).unwrap_or(50)),
             cursor: text("cursor"),
         }
     };
     let jobs = Resource::new(filter, list_jobs);
+    // The queues and groups the caller may narrow to (the portal's: an admin's are all).
+    let choices = Resource::new(|| (), |_| load_portal());
     let next_href = move |cursor: String| {
-        let keys = ["state", "queue_id", "group_id", "user", "q", "limit"];
+        let keys = [
+            "state", "queue_id", "group_id", "user", "q", "within", "sort", "limit",
+        ];
         next_page_href("/jobs", &query.read(), &keys, &cursor)
     };
     view! {
         <Title text="Jobs"/>
         <PageHeader title="Jobs" subtitle="Newest first. Admins see every job of the organization; members see their own."/>
-        <form method="get" action="/jobs" class="mb-6 grid grid-cols-2 gap-3 rounded-lg border border-slate-200 bg-white p-4 shadow-sm md:grid-cols-5">
+        <form method="get" action="/jobs" class="mb-6 grid grid-cols-2 gap-3 rounded-lg border border-slate-200 bg-white p-4 shadow-sm md:grid-cols-4 xl:grid-cols-8">
             <div><label class=LABEL for="f-q">"Name contains"</label>
                 <input id="f-q" name="q" class=INPUT prop:value=move || get("q")/></div>
             <div><label class=LABEL for="f-state">"State"</label>
@@ -62,7 +68,28 @@ pub fn JobsPage() -> impl IntoView {
                 </select></div>
             <div><label class=LABEL for="f-user">"User"</label>
                 <input id="f-user" name="user" class=INPUT placeholder="username" prop:value=move || get("user")/></div>
-            <div class="col-span-2 flex items-end gap-2 md:col-span-2">
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let (queues, groups) = match choices.await {
+                        Ok(p) => (
+                            p.queues.into_iter().map(|q| (q.id, q.name)).collect::<Vec<_>>(),
+                            p.groups.into_iter().map(|g| (g.group_id, g.group_name)).collect::<Vec<_>>(),
+                        ),
+                        Err(_) => (Vec::new(), Vec::new()),
+                    };
+                    view! {
+                        <Choice id="f-queue" name="queue_id" label="Queue" any="any" options=queues current=get("queue_id")/>
+                        <Choice id="f-group" name="group_id" label="Group" any="any" options=groups current=get("group_id")/>
+                    }
+                })}
+            </Transition>
+            <Choice id="f-within" name="within" label="Submitted" any="any time"
+                options=vec![("hour".into(), "last hour".into()), ("day".into(), "last day".into()), ("week".into(), "last week".into())]
+                current=get("within")/>
+            <Choice id="f-sort" name="sort" label="Order" any="newest first"
+                options=vec![("oldest".into(), "oldest first".into())]
+                current=get("sort")/>
+            <div class="col-span-2 flex items-end gap-2 md:col-span-4 xl:col-span-8">
                 <button type="submit" class=BUTTON>"Filter"</button>
                 <a href="/jobs" class="px-2 py-2 text-sm text-slate-600 hover:underline">"Clear"</a>
             </div>
@@ -94,6 +121,29 @@ pub fn JobsPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// A filter's select: "any" (empty) first, then `options` (value, label), `current` chosen.
+#[component]
+fn Choice(
+    id: &'static str,
+    name: &'static str,
+    label: &'static str,
+    any: &'static str,
+    options: Vec<(String, String)>,
+    current: String,
+) -> impl IntoView {
+    let none = current.is_empty();
+    view! {
+        <div><label class=LABEL for=id>{label}</label>
+            <select id=id name=name class=INPUT>
+                <option value="" selected=none>{any}</option>
+                {options.into_iter().map(|(value, text)| {
+                    let selected = value == current;
+                    view! { <option value=value selected=selected>{text}</option> }
+                }).collect_view()}
+            </select></div>
     }
 }
 

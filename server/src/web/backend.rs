@@ -135,6 +135,8 @@ impl Backend for WebBackend {
             user: q.user,
             q: q.q,
             mine: None,
+            within: q.within,
+            sort: q.sort,
             limit: q.limit,
             cursor: q.cursor,
         };

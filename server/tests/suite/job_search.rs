@@ -88,3 +88,61 @@ async fn jobs_are_found_by_name_user_group_and_state(kind: Kind) {
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
     app.finish().await;
 }
+
+both_stores!(jobs_are_narrowed_by_time_and_listed_oldest_first);
+
+/// `within` keeps the jobs submitted in the last hour (or day, or week); `sort=oldest` pages from
+/// the first job on, its cursor going forward.
+async fn jobs_are_narrowed_by_time_and_listed_oldest_first(kind: Kind) {
+    let app = TestApp::with_manual_clock(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let job = |name: &str| json!({"queue_id": q, "name": name, "command": "true"});
+    // (Sign-ins last a day: the test stays within one.)
+    submit(&app, &s.member, job("five-hours-ago")).await;
+    app.advance_clock(3 * 3_600_000);
+    submit(&app, &s.member, job("two-hours-ago")).await;
+    app.advance_clock(2 * 3_600_000 - 60_000);
+    submit(&app, &s.member, job("a-minute-ago")).await;
+    app.advance_clock(60_000);
+    let names = |path: String| {
+        let app = &app;
+        let token = s.admin.clone();
+        async move {
+            let r = app.get(&path, &token).await;
+            assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text);
+            let items: Vec<String> = r.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["name"].as_str().unwrap().to_string())
+                .collect();
+            (items, r.body["next_cursor"].as_str().map(str::to_string))
+        }
+    };
+    let (hour, _) = names("/api/v1/jobs?within=hour".into()).await;
+    assert_eq!(hour, ["a-minute-ago"]);
+    let (day, _) = names("/api/v1/jobs?within=day".into()).await;
+    assert_eq!(
+        day,
+        ["a-minute-ago", "two-hours-ago", "five-hours-ago"],
+        "newest first"
+    );
+    let (first, cursor) = names("/api/v1/jobs?sort=oldest&limit=2".into()).await;
+    assert_eq!(first, ["five-hours-ago", "two-hours-ago"]);
+    let cursor = cursor.expect("a second page");
+    let (second, none) = names(format!("/api/v1/jobs?sort=oldest&limit=2&cursor={cursor}")).await;
+    assert_eq!(second, ["a-minute-ago"]);
+    assert_eq!(none, None);
+    for bad in ["within=month", "sort=largest"] {
+        let r = app.get(&format!("/api/v1/jobs?{bad}"), &s.admin).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            r.text
+        );
+        let field = bad.split('=').next().unwrap();
+        assert!(r.text.contains(field), "{bad}: {}", r.text);
+    }
+}

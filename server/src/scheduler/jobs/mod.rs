@@ -130,6 +130,12 @@ pub struct JobFilter {
     pub q: Option<String>,
     /// Only the caller's own jobs (admins see all by default).
     pub mine: Option<bool>,
+    /// Only jobs submitted in the last `hour`, `day` or `week`.
+    #[param(pattern = "^(hour|day|week)$")]
+    pub within: Option<String>,
+    /// `newest` first (the default) or `oldest` first.
+    #[param(pattern = "^(newest|oldest)$")]
+    pub sort: Option<String>,
     /// Page size, 1 to 500 (default 100).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
@@ -151,6 +157,20 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
     if f.q.as_ref().is_some_and(|q| q.chars().count() > 200) {
         return Err(AppError::field("q", "at most 200 characters").into());
     }
+    let within_ms = match f.within.as_deref().filter(|w| !w.is_empty()) {
+        None => None,
+        Some("hour") => Some(3_600_000),
+        Some("day") => Some(86_400_000),
+        Some("week") => Some(7 * 86_400_000),
+        Some(_) => {
+            return Err(AppError::field("within", "must be hour, day or week").into());
+        }
+    };
+    let oldest_first = match f.sort.as_deref().filter(|s| !s.is_empty()) {
+        None | Some("newest") => false,
+        Some("oldest") => true,
+        Some(_) => return Err(AppError::field("sort", "must be newest or oldest").into()),
+    };
     // The name search as a LIKE pattern, its wildcards taken literally.
     let pattern =
         f.q.as_deref()
@@ -200,12 +220,27 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
             pattern,
         );
     }
+    if let Some(ms) = within_ms {
+        let since = store.now() - ms;
+        add(
+            &mut conditions,
+            "j.submitted_at >= CAST($? AS BIGINT)",
+            since.to_string(),
+        );
+    }
+    // Ids grow with time: the cursor is the last id of the previous page, in either order.
     if let Some(v) = given(&f.cursor) {
-        add(&mut conditions, "j.id < $?", v);
+        let after = if oldest_first {
+            "j.id > $?"
+        } else {
+            "j.id < $?"
+        };
+        add(&mut conditions, after, v);
     }
     let sql = format!(
-        "{JOB_SELECT} WHERE {} ORDER BY j.id DESC LIMIT {}",
+        "{JOB_SELECT} WHERE {} ORDER BY j.id {} LIMIT {}",
         conditions.join(" AND "),
+        if oldest_first { "ASC" } else { "DESC" },
         limit + 1
     );
     let mut q = sqlx::query(&sql);

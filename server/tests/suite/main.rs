@@ -5,8 +5,8 @@ mod common;
 
 mod access;
 mod audit;
-mod changes;
 mod auth;
+mod changes;
 mod cli;
 mod conformance;
 mod crash;

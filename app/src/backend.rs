@@ -111,6 +111,14 @@ pub trait Backend: Send + Sync + 'static {
     async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError>;
     /// Public: what a tenant's sign-in page offers.
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError>;
+
+    // ---- history ----
+    /// The caller's scheduling history over a window (`GET /api/v1/scheduling/history`).
+    async fn scheduling_history(
+        &self,
+        p: &Principal,
+        window: HistoryWindow,
+    ) -> Result<History, AppError>;
 }
 
 /// How the backend is stored in the Leptos context.

@@ -79,6 +79,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/portal") view=PortalPage ssr=SsrMode::Async/>
                     <Route path=path!("/portal/jobs/:id") view=JobPage ssr=SsrMode::Async/>
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/history") view=HistoryPage ssr=SsrMode::Async/>
                     <Route path=path!("/policy") view=|| view! { <Gate path="/policy"><PolicyPage/></Gate> } ssr=SsrMode::Async/>
                     <Route path=path!("/platform") view=|| view! { <Gate path="/platform"><PlatformPage/></Gate> } ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view=|| view! { <Gate path="/audit"><AuditPage/></Gate> } ssr=SsrMode::Async/>

@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// smaller jobs cannot starve it, in ms; 0 turns holding off [default: 300000].
     #[arg(long, env = "SWITCHYARD_HOLD_AFTER_MS")]
     pub hold_after_ms: Option<i64>,
+    /// Scheduler history: how often the leader samples allocation, queue depth and waits for
+    /// the history charts, in ms [default: 60000].
+    #[arg(long, env = "SWITCHYARD_HISTORY_SAMPLE_MS")]
+    pub history_sample_ms: Option<i64>,
     /// Local pools: time between SIGTERM and SIGKILL when a job is stopped, in ms [default: 10000].
     #[arg(long, env = "SWITCHYARD_STOP_GRACE_MS")]
     pub stop_grace_ms: Option<i64>,
@@ -107,6 +111,7 @@ struct FileConfig {
     scheduler_tick_ms: Option<u64>,
     min_runtime_ms: Option<i64>,
     hold_after_ms: Option<i64>,
+    history_sample_ms: Option<i64>,
     stop_grace_ms: Option<i64>,
     sim_checkpoint_ms: Option<i64>,
     jobs_dir: Option<PathBuf>,
@@ -291,6 +296,10 @@ impl Config {
                     .hold_after_ms
                     .or(file.hold_after_ms)
                     .unwrap_or(d.scheduler.hold_after_ms),
+                history_sample_ms: serve
+                    .history_sample_ms
+                    .or(file.history_sample_ms)
+                    .unwrap_or(d.scheduler.history_sample_ms),
                 stop_grace_ms: serve
                     .stop_grace_ms
                     .or(file.stop_grace_ms)
@@ -353,6 +362,9 @@ impl Config {
                 anyhow::bail!("{name} must be between 0 and 3600000");
             }
         }
+        if !(1_000..=3_600_000).contains(&c.scheduler.history_sample_ms) {
+            anyhow::bail!("history_sample_ms must be between 1000 and 3600000");
+        }
         if c.max_body_bytes < 1024 {
             anyhow::bail!("max_body_bytes must be at least 1024");
         }
@@ -414,6 +426,8 @@ pub struct DriverConfig {
     pub min_runtime_ms: i64,
     /// Hold a node for an in-quota multi-GPU job that waited this long (0: never).
     pub hold_after_ms: i64,
+    /// Sample the scheduler's counts for the history this often (the leader only).
+    pub history_sample_ms: i64,
     pub stop_grace_ms: i64,
     pub sim_checkpoint_ms: i64,
     pub jobs_dir: PathBuf,
@@ -430,6 +444,7 @@ impl Default for DriverConfig {
             tick_ms: 1000,
             min_runtime_ms: 10_000,
             hold_after_ms: 300_000,
+            history_sample_ms: 60_000,
             stop_grace_ms: 10_000,
             sim_checkpoint_ms: 2_000,
             jobs_dir: PathBuf::from("data/jobs"),

@@ -199,6 +199,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
         people.insert(t.slug, (tenant, ids));
     }
     seed_scheduling(store, &people, &meta).await?;
+    seed_history(store).await?;
     Ok(true)
 }
 
@@ -521,4 +522,56 @@ pub fn reclaim_later(store: Store, after: std::time::Duration) {
             tracing::info!("demo: inference reclaims its reserved GPUs now");
         }
     });
+}
+
+/// The demo's past week of scheduling history, invented (the samples are marked generated and
+/// the history page says so), so that a fresh demo's charts are not empty for their first
+/// hours. What it looks like is `scheduler::history::generated`'s.
+async fn seed_history(store: &Store) -> anyhow::Result<()> {
+    use crate::scheduler::history::generated::{invented_week, DemoIds};
+    let ids = |sql: &'static str| async move {
+        let rows: Vec<(String, String)> = sqlx::query_as(sql).fetch_all(&store.pool).await?;
+        Ok::<_, sqlx::Error>(
+            rows.into_iter()
+                .collect::<std::collections::HashMap<_, _>>(),
+        )
+    };
+    let (pools, tenants) = (
+        ids("SELECT name, id FROM pools").await?,
+        ids("SELECT slug, id FROM tenants").await?,
+    );
+    let groups = ids(
+        "SELECT t.slug || '/' || g.name, g.id FROM groups g JOIN tenants t ON t.id = g.tenant_id",
+    )
+    .await?;
+    let queues = ids(
+        "SELECT t.slug || '/' || q.name, q.id FROM queues q JOIN tenants t ON t.id = q.tenant_id",
+    )
+    .await?;
+    let all = [&pools, &tenants, &groups, &queues];
+    let id = |i: usize, k: &str| {
+        all[i]
+            .get(k)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("demo history: no {k}"))
+    };
+    let team = |t: &str, g: &str, q: &str| -> anyhow::Result<(String, String, String)> {
+        Ok((
+            id(1, t)?,
+            id(2, &format!("{t}/{g}"))?,
+            id(3, &format!("{t}/{q}"))?,
+        ))
+    };
+    let ids = DemoIds {
+        shared: id(0, "h100-shared")?,
+        a100: id(0, "acme-a100")?,
+        research: team("acme", "ml-research", "train")?,
+        inference: team("acme", "inference", "serve")?,
+        etl: team("acme", "data-eng", "etl")?,
+        forecast: team("globex", "research", "forecast")?,
+    };
+    let mut tx = store.begin_write().await?;
+    crate::scheduler::history::write(&mut tx, &invented_week(&ids, store.now())).await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -28,12 +28,16 @@ use crate::identity::throttle::{Throttle, ThrottlePolicy};
 use crate::state::AppState;
 use crate::store::Store;
 
-/// Starts the scheduler's driver for this state (on the current Tokio runtime).
+/// Starts the scheduler's driver for this state (on the current Tokio runtime), with the
+/// history sampler beside it (it stops with the driver; see `scheduler::history`).
 pub fn start_scheduler(state: &AppState) -> tokio::task::JoinHandle<()> {
-    scheduler::driver::start(
-        state.store.clone(),
-        state.config.scheduler.clone(),
-        state.scheduler.clone(),
+    scheduler::history::beside(
+        state,
+        scheduler::driver::start(
+            state.store.clone(),
+            state.config.scheduler.clone(),
+            state.scheduler.clone(),
+        ),
     )
 }
 

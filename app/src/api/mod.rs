@@ -23,6 +23,7 @@ use crate::model::{
     SessionInfo, SignInOptions, SignInSettings, Tenant, TenantSummary, User, UserAccess,
 };
 
+pub mod history;
 mod identity;
 mod scheduling;
 mod sso;

@@ -9,11 +9,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 mod access;
+mod history;
 mod scheduling;
 mod sso;
 mod states;
 
 pub use access::*;
+pub use history::*;
 pub use scheduling::*;
 pub use sso::*;
 pub use states::*;

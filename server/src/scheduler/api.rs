@@ -33,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_job))
         .routes(routes!(abort_job))
         .routes(routes!(overview))
+        .routes(routes!(history))
 }
 
 /// The pools the caller's tenant may use: shared ones and its own.
@@ -275,5 +276,21 @@ async fn overview(
 ) -> ApiResult<Json<PolicyOverview>> {
     Ok(Json(
         super::overview::overview(&s.store, &s.scheduler, &p).await?,
+    ))
+}
+
+/// GPU allocation (in quota, over quota, idle) per pool and per group, queue depth and wait
+/// percentiles over the last hour, day or week, averaged into buckets: tenant admins see their
+/// pools (shared ones as totals), groups and queues; members their groups and those groups'
+/// queues; platform admins also each tenant's use of the shared pools.
+#[utoipa::path(get, path = "/scheduling/history", tag = "policies", params(super::history::read::HistoryQuery), responses((status = 200, body = History), (status = 401, body = Problem), (status = 422, body = Problem)))]
+async fn history(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    ApiQuery(q): ApiQuery<super::history::read::HistoryQuery>,
+) -> ApiResult<Json<History>> {
+    let window = HistoryWindow::parse(q.window.as_deref())?;
+    Ok(Json(
+        super::history::read::history(&s.store, &p, window, s.store.now()).await?,
     ))
 }

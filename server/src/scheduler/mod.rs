@@ -7,6 +7,7 @@ pub mod api;
 pub(crate) mod changes;
 pub mod core;
 pub mod driver;
+pub mod history;
 pub mod jobs;
 pub mod overview;
 

@@ -27,6 +27,7 @@ pub const OWNERS: &[(&str, &str)] = &[
     ("jobs", "scheduler/"),
     ("job_events", "scheduler/"),
     ("preemptions", "scheduler/"),
+    ("scheduling_samples", "scheduler/history/"),
     ("audit_log", "audit/"),
     ("audit_heads", "audit/"),
 ];

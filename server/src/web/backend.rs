@@ -252,4 +252,14 @@ impl Backend for WebBackend {
     async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError> {
         Ok(crate::access::user_access(&self.state.store, p, user_id).await?)
     }
+
+    // ---- history ----
+    async fn scheduling_history(
+        &self,
+        p: &Principal,
+        window: HistoryWindow,
+    ) -> Result<History, AppError> {
+        let store = &self.state.store;
+        Ok(crate::scheduler::history::read::history(store, p, window, store.now()).await?)
+    }
 }

@@ -13,6 +13,7 @@ mod crash;
 mod directory;
 mod driver_faults;
 mod fairness;
+mod history;
 mod in_use;
 mod input;
 mod isolation;

@@ -111,6 +111,52 @@ pub trait Backend: Send + Sync + 'static {
     async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError>;
     /// Public: what a tenant's sign-in page offers.
     async fn sign_in_options(&self, tenant: &str) -> Result<SignInOptions, AppError>;
+    // ---- policy objects: edit and delete ----
+    async fn update_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdatePool,
+    ) -> Result<Pool, AppError>;
+    async fn delete_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+    async fn update_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateProfile,
+    ) -> Result<Profile, AppError>;
+    async fn delete_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+    async fn update_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateQueue,
+    ) -> Result<Queue, AppError>;
+    async fn delete_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+    async fn delete_policy(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
 
     // ---- history ----
     /// The caller's scheduling history over a window (`GET /api/v1/scheduling/history`).

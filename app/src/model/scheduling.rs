@@ -435,6 +435,80 @@ pub struct CreateQueue {
     pub min_runtime_ms: Option<i64>,
 }
 
+/// A change to a pool: the fields sent change, the others stay. Whether it is shared does not
+/// change. Nodes that hold running jobs keep their place, name and the GPUs in use.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdatePool {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: Option<String>,
+    /// `simulated` or `local`; not while jobs run on the pool.
+    #[cfg_attr(feature = "ssr", schema(pattern = "^(simulated|local)$"))]
+    pub executor: Option<String>,
+    /// The whole new list of nodes.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 5000))]
+    pub nodes: Option<Vec<PoolNode>>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 10000000))]
+    pub gpu_hour_cost_cents: Option<i64>,
+}
+
+/// A change to a profile: the fields sent change, the others stay (checked together as on
+/// create). Jobs already submitted keep what they asked for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateProfile {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: Option<String>,
+    /// Fixed milli-GPUs per job; 0 = dynamic within `[min, max]`.
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16000))]
+    pub gpu_milli: Option<i64>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
+    pub min_gpu_milli: Option<i64>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 1, maximum = 16000))]
+    pub max_gpu_milli: Option<i64>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1048576))]
+    pub gpu_memory_mb: Option<i64>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 1024000))]
+    pub cpu_milli: Option<i64>,
+    #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 16777216))]
+    pub memory_mb: Option<i64>,
+}
+
+/// A change to a queue: the fields sent change, the others stay. Its group policy does not
+/// change (its jobs count against their group): make a new queue for another group.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateQueue {
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[a-z0-9][a-z0-9._-]{0,62}$"))]
+    pub name: Option<String>,
+    pub profile_id: Option<String>,
+    /// Pool ids in order; the later ones are spillover.
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
+    pub pools: Option<Vec<String>>,
+    pub over_quota: Option<bool>,
+    #[cfg_attr(feature = "ssr", schema(min_items = 1, max_items = 8))]
+    pub classes: Option<Vec<PriorityClass>>,
+    /// 0 to 604800000 (7 days); `null`: back to the server's default; absent: unchanged.
+    #[serde(deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "ssr",
+        schema(value_type = Option<i64>, minimum = 0, maximum = 604800000)
+    )]
+    pub min_runtime_ms: Option<Option<i64>>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]

@@ -50,10 +50,14 @@ pub struct SetPoolGrant {
     pub reservation_milli: i64,
 }
 
+/// The policy domain's REST routes beyond `scheduler::api`'s: the grants, and the changes and
+/// deletes of pools, profiles, queues and policies (`super::api`). The router assembly merges
+/// this one router.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_grants))
         .routes(routes!(set_grant))
+        .merge(super::api::router())
 }
 
 /// The grants on a shared pool: every tenant's for platform admins, the caller's own otherwise.

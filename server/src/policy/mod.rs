@@ -2,6 +2,7 @@
 //! Every query is scoped by the caller's tenant; shared pools (no owner) are visible to all
 //! tenants and created by platform admins only.
 
+mod api;
 pub mod grants;
 mod policies;
 mod pools;

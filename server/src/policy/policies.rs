@@ -250,3 +250,43 @@ pub async fn set_policy(
     tx.commit().await?;
     get_policy(store, p, &id).await
 }
+
+/// Deletes a group's policy no queue is under (409 otherwise); its per-pool quotas go with it.
+/// The group keeps its members; without a policy it gets no GPUs.
+pub async fn delete_policy(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    require(p, Action::ManagePolicy)?;
+    let policy = get_policy(store, p, id).await?;
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = crate::store::in_use::policy(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    sqlx::query("DELETE FROM policy_pools WHERE policy_id = $1")
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    sqlx::query("DELETE FROM policies WHERE tenant_id = $1 AND id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "policy.delete",
+        "policy",
+        id,
+        json!({"group_id": policy.group_id, "group": policy.group_name, "reservation_milli": policy.reservation_milli, "limit_milli": policy.limit_milli, "pools": policy.pools.len()}),
+    )
+    .await?;
+    tx.wake_scheduler();
+    tx.commit().await?;
+    Ok(())
+}

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::http::text::{clean_text, UNCLEAN};
+use crate::store::in_use;
 
 const POOL_COLUMNS: &str =
     "id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at";
@@ -283,6 +284,161 @@ pub async fn create_pool(
     tx.wake_scheduler();
     tx.commit().await?;
     Ok(pool)
+}
+
+/// What the pool's GPUs add up to, in milli-GPUs.
+fn capacity(nodes: &[PoolNode]) -> i64 {
+    nodes.iter().map(|n| i64::from(n.gpus) * WHOLE).sum()
+}
+
+/// The pool `id` as the caller may change it: their tenant's, or a shared one for platform
+/// admins (403 for a tenant admin; another tenant's answers 404).
+async fn pool_to_change(store: &Store, p: &Principal, id: &str) -> ApiResult<Pool> {
+    require(p, Action::ManagePolicy)?;
+    let pool = get_pool(store, p, id).await?;
+    if pool.owner_tenant_id.is_none() || pool.executor == ExecutorKind::Local {
+        require(p, Action::ManageSharedPools)?;
+    }
+    Ok(pool)
+}
+
+/// Changes a pool's name, executor, nodes or cost. Refused (409) while it would strand the
+/// jobs placed on it, or leave a shared pool's grants above its capacity.
+pub async fn update_pool(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+    input: UpdatePool,
+    local_pools_allowed: bool,
+) -> ApiResult<Pool> {
+    let current = pool_to_change(store, p, id).await?;
+    let shared = current.owner_tenant_id.is_none();
+    let merged = CreatePool {
+        name: input.name.clone().unwrap_or_else(|| current.name.clone()),
+        executor: input
+            .executor
+            .clone()
+            .unwrap_or_else(|| current.executor.as_str().to_string()),
+        nodes: input.nodes.clone().unwrap_or_else(|| current.nodes.clone()),
+        gpu_hour_cost_cents: input
+            .gpu_hour_cost_cents
+            .unwrap_or(current.gpu_hour_cost_cents),
+        shared,
+    };
+    let executor_changes = merged.executor != current.executor.as_str();
+    if executor_changes && merged.executor == ExecutorKind::Local.as_str() {
+        require(p, Action::ManageSharedPools)?;
+        if !local_pools_allowed {
+            return Err(AppError::field(
+                "executor",
+                "local pools are turned off on this server (setting allow_local_pools)",
+            )
+            .into());
+        }
+    }
+    let name = merged.name.trim().to_lowercase();
+    check_pool(&merged, &name)?;
+    let executor = ExecutorKind::parse(&merged.executor).unwrap_or(current.executor);
+    let fit = PoolFit::of(&merged.nodes);
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::pool_nodes(&mut tx, id, &merged.nodes, executor_changes).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    let capacity_after = capacity(&merged.nodes);
+    if shared && capacity_after < capacity(&current.nodes) {
+        let granted: i64 = sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(reservation_milli), 0) AS BIGINT) FROM pool_grants WHERE pool_id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx.tx)
+        .await?;
+        if granted > capacity_after {
+            return Err(AppError::Conflict(format!(
+                "The organizations' grants on this pool add up to {} GPUs, more than the {} GPUs it would have: lower the grants first.",
+                format_gpus(granted),
+                format_gpus(capacity_after)
+            ))
+            .into());
+        }
+    }
+    sqlx::query("UPDATE pools SET name = $1, executor = $2, nodes = $3, gpu_hour_cost_cents = $4, fit_gpus = $5, fit_gpu_memory_mb = $6 WHERE id = $7")
+        .bind(&name)
+        .bind(executor.as_str())
+        .bind(serde_json::to_string(&merged.nodes).unwrap_or_default())
+        .bind(merged.gpu_hour_cost_cents)
+        .bind(fit.max_gpus)
+        .bind(fit.max_gpu_memory_mb)
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::field("name", "a pool with this name exists")))?;
+    let summary = |p: &Pool| json!({"name": p.name, "executor": p.executor, "nodes": p.nodes.len(), "gpus": capacity(&p.nodes) / WHOLE, "gpu_hour_cost_cents": p.gpu_hour_cost_cents});
+    let pool = Pool {
+        name,
+        executor,
+        nodes: merged.nodes,
+        gpu_hour_cost_cents: merged.gpu_hour_cost_cents,
+        ..current.clone()
+    };
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "pool.update",
+        "pool",
+        id,
+        json!({"from": summary(&current), "to": summary(&pool)}),
+    )
+    .await?;
+    tx.wake_scheduler();
+    tx.commit().await?;
+    Ok(pool)
+}
+
+/// Deletes a pool no queue lists and no live job runs on (409 otherwise). Its per-pool
+/// quotas and grants go with it.
+pub async fn delete_pool(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    let pool = pool_to_change(store, p, id).await?;
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = in_use::pool(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    let grants: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pool_grants WHERE pool_id = $1")
+        .bind(id)
+        .fetch_one(&mut *tx.tx)
+        .await?;
+    let quotas: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM policy_pools WHERE pool_id = $1")
+        .bind(id)
+        .fetch_one(&mut *tx.tx)
+        .await?;
+    // Grants and per-pool quotas go by `ON DELETE CASCADE`.
+    sqlx::query("DELETE FROM pools WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "pool.delete",
+        "pool",
+        id,
+        json!({"name": pool.name, "shared": pool.owner_tenant_id.is_none(), "nodes": pool.nodes.len(), "gpus": capacity(&pool.nodes) / WHOLE, "grants_removed": grants, "quotas_removed": quotas}),
+    )
+    .await?;
+    tx.wake_scheduler();
+    tx.commit().await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,38 +65,38 @@ pub async fn get_queue(store: &Store, p: &Principal, id: &str) -> ApiResult<Queu
     Ok(queue_from_row(&row)?)
 }
 
-pub async fn create_queue(
+/// A queue's fields as create and change check them alike.
+struct QueueFields<'a> {
+    name: &'a str,
+    profile_id: &'a str,
+    pools: &'a [String],
+    classes: &'a [PriorityClass],
+    min_runtime_ms: Option<i64>,
+}
+
+/// Checks `f` into `v`; returns the names of its profile and pools (for the audit entry).
+async fn check_queue(
     store: &Store,
     p: &Principal,
-    meta: &RequestMeta,
-    input: CreateQueue,
-) -> ApiResult<Queue> {
-    require(p, Action::ManagePolicy)?;
-    let name = input.name.trim().to_lowercase();
-    let classes = input.classes.clone().unwrap_or_else(default_classes);
-    let mut v = Validator::default();
+    f: &QueueFields<'_>,
+    v: &mut Validator,
+) -> ApiResult<(Option<String>, Vec<String>)> {
     v.check(
-        slug_ok(&name),
+        slug_ok(f.name),
         "name",
         "use 1 to 63 lower-case letters, digits, '-', '_' or '.'",
     );
-    let policy = found(get_policy(store, p, &input.policy_id).await)?;
-    v.check(
-        policy.is_some(),
-        "policy_id",
-        "no such policy in your organization",
-    );
-    let profile = found(get_profile(store, p, &input.profile_id).await)?;
+    let profile = found(get_profile(store, p, f.profile_id).await)?;
     v.check(
         profile.is_some(),
         "profile_id",
         "no such profile in your organization",
     );
-    v.check(!input.pools.is_empty(), "pools", "choose at least one pool");
-    v.check(input.pools.len() <= 8, "pools", "at most 8 pools");
+    v.check(!f.pools.is_empty(), "pools", "choose at least one pool");
+    v.check(f.pools.len() <= 8, "pools", "at most 8 pools");
     let mut seen = std::collections::HashSet::new();
     let mut pool_names = Vec::new();
-    for id in &input.pools {
+    for id in f.pools {
         if !seen.insert(id) {
             v.check(false, "pools", "a pool may appear only once");
             break;
@@ -114,12 +114,12 @@ pub async fn create_queue(
         }
     }
     v.check(
-        !classes.is_empty() && classes.len() <= 8,
+        !f.classes.is_empty() && f.classes.len() <= 8,
         "classes",
         "declare 1 to 8 priority classes",
     );
     let mut class_names = std::collections::HashSet::new();
-    for c in &classes {
+    for c in f.classes {
         if !slug_ok(&c.name) || !class_names.insert(c.name.as_str()) {
             v.check(false, "classes", "class names must be unique slugs");
             break;
@@ -130,12 +130,38 @@ pub async fn create_queue(
         }
     }
     v.check(
-        input
-            .min_runtime_ms
+        f.min_runtime_ms
             .is_none_or(|m| (0..=7 * 86_400_000).contains(&m)),
         "min_runtime_ms",
         "must be between 0 and 604800000 (7 days)",
     );
+    Ok((profile.map(|x| x.name), pool_names))
+}
+
+pub async fn create_queue(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreateQueue,
+) -> ApiResult<Queue> {
+    require(p, Action::ManagePolicy)?;
+    let name = input.name.trim().to_lowercase();
+    let classes = input.classes.clone().unwrap_or_else(default_classes);
+    let mut v = Validator::default();
+    let policy = found(get_policy(store, p, &input.policy_id).await)?;
+    v.check(
+        policy.is_some(),
+        "policy_id",
+        "no such policy in your organization",
+    );
+    let fields = QueueFields {
+        name: &name,
+        profile_id: &input.profile_id,
+        pools: &input.pools,
+        classes: &classes,
+        min_runtime_ms: input.min_runtime_ms,
+    };
+    let (profile, pool_names) = check_queue(store, p, &fields, &mut v).await?;
     v.finish()?;
     let now = store.now();
     let id = new_id();
@@ -163,10 +189,110 @@ pub async fn create_queue(
         "queue.create",
         "queue",
         &id,
-        json!({"name": name, "group": policy.map(|x| x.group_name), "profile": profile.map(|x| x.name), "pools": pool_names, "over_quota": input.over_quota, "min_runtime_ms": input.min_runtime_ms}),
+        json!({"name": name, "group": policy.map(|x| x.group_name), "profile": profile, "pools": pool_names, "over_quota": input.over_quota, "min_runtime_ms": input.min_runtime_ms}),
     )
     .await?;
     tx.wake_scheduler();
     tx.commit().await?;
     get_queue(store, p, &id).await
+}
+
+/// Changes a queue's name, profile, pools, over-quota, classes or minimum runtime. Its waiting
+/// jobs are placed by the new pools from the next cycle on; running ones stay where they are.
+pub async fn update_queue(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+    input: UpdateQueue,
+) -> ApiResult<Queue> {
+    require(p, Action::ManagePolicy)?;
+    let current = get_queue(store, p, id).await?;
+    let name = input
+        .name
+        .as_deref()
+        .map(|n| n.trim().to_lowercase())
+        .unwrap_or_else(|| current.name.clone());
+    let profile_id = input.profile_id.as_deref().unwrap_or(&current.profile_id);
+    let pools = input.pools.as_deref().unwrap_or(&current.pools);
+    let classes = input.classes.as_deref().unwrap_or(&current.classes);
+    let over_quota = input.over_quota.unwrap_or(current.over_quota);
+    let min_runtime_ms = input.min_runtime_ms.unwrap_or(current.min_runtime_ms);
+    let fields = QueueFields {
+        name: &name,
+        profile_id,
+        pools,
+        classes,
+        min_runtime_ms,
+    };
+    let mut v = Validator::default();
+    let (_, pool_names) = check_queue(store, p, &fields, &mut v).await?;
+    v.finish()?;
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    sqlx::query("UPDATE queues SET name = $1, profile_id = $2, pools = $3, over_quota = $4, classes = $5, min_runtime_ms = $6 WHERE tenant_id = $7 AND id = $8")
+        .bind(&name)
+        .bind(profile_id)
+        .bind(serde_json::to_string(pools).unwrap_or_default())
+        .bind(flag(over_quota))
+        .bind(serde_json::to_string(classes).unwrap_or_default())
+        .bind(min_runtime_ms)
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await
+        .map_err(|e| unique_violation_as(e, AppError::field("name", "a queue with this name exists")))?;
+    // Pools it now lists may be shared ones the tenant's grant there must cover.
+    self::grants::check(&mut tx, p.tenant_id(), "pools").await?;
+    let to = json!({"name": name, "profile_id": profile_id, "pools": pool_names, "over_quota": over_quota, "classes": classes, "min_runtime_ms": min_runtime_ms});
+    let from = json!({"name": current.name, "profile_id": current.profile_id, "pools": current.pools, "over_quota": current.over_quota, "classes": current.classes, "min_runtime_ms": current.min_runtime_ms});
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "queue.update",
+        "queue",
+        id,
+        json!({"group": current.group_name, "from": from, "to": to}),
+    )
+    .await?;
+    tx.wake_scheduler();
+    tx.commit().await?;
+    get_queue(store, p, id).await
+}
+
+/// Deletes a queue without jobs (409 while it has live ones, or the history of finished ones).
+pub async fn delete_queue(
+    store: &Store,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    require(p, Action::ManagePolicy)?;
+    let queue = get_queue(store, p, id).await?;
+    let now = store.now();
+    let mut tx = store.begin_write().await?;
+    if let Some(why) = crate::store::in_use::queue(&mut tx, p.tenant_id(), id).await? {
+        return Err(AppError::Conflict(why).into());
+    }
+    sqlx::query("DELETE FROM queues WHERE tenant_id = $1 AND id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "queue.delete",
+        "queue",
+        id,
+        json!({"name": queue.name, "group": queue.group_name}),
+    )
+    .await?;
+    tx.wake_scheduler();
+    tx.commit().await?;
+    Ok(())
 }

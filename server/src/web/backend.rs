@@ -252,6 +252,67 @@ impl Backend for WebBackend {
     async fn user_access(&self, p: &Principal, user_id: &str) -> Result<UserAccess, AppError> {
         Ok(crate::access::user_access(&self.state.store, p, user_id).await?)
     }
+    // ---- policy objects: edit and delete ----
+    async fn update_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdatePool,
+    ) -> Result<Pool, AppError> {
+        let allowed = self.state.config.scheduler.allow_local_pools;
+        Ok(res::update_pool(&self.state.store, p, meta, id, input, allowed).await?)
+    }
+    async fn delete_pool(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(res::delete_pool(&self.state.store, p, meta, id).await?)
+    }
+    async fn update_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateProfile,
+    ) -> Result<Profile, AppError> {
+        Ok(res::update_profile(&self.state.store, p, meta, id, input).await?)
+    }
+    async fn delete_profile(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(res::delete_profile(&self.state.store, p, meta, id).await?)
+    }
+    async fn update_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateQueue,
+    ) -> Result<Queue, AppError> {
+        Ok(res::update_queue(&self.state.store, p, meta, id, input).await?)
+    }
+    async fn delete_queue(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(res::delete_queue(&self.state.store, p, meta, id).await?)
+    }
+    async fn delete_policy(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(res::delete_policy(&self.state.store, p, meta, id).await?)
+    }
 
     // ---- history ----
     async fn scheduling_history(

@@ -25,6 +25,7 @@ mod local_preemption;
 mod openapi;
 mod paging;
 mod policies;
+mod policy_edit;
 mod saml;
 mod saml_settings;
 mod scim;

@@ -109,6 +109,7 @@ pub fn Card(title: &'static str, children: Children) -> impl IntoView {
 pub const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 px-3 py-2 text-sm shadow-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500";
 pub const LABEL: &str = "block text-sm font-medium text-slate-700";
 pub const BUTTON: &str = "inline-flex items-center rounded-md bg-indigo-600 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-indigo-700 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2";
+pub const BUTTON_SECONDARY: &str = "inline-flex items-center rounded-md border border-slate-300 bg-white px-4 py-2 text-sm font-medium text-slate-700 shadow-sm hover:bg-slate-50 focus:outline-none focus:ring-2 focus:ring-indigo-500 focus:ring-offset-2";
 pub const BUTTON_SMALL_DANGER: &str =
     "rounded px-2 py-1 text-xs font-medium text-red-700 hover:bg-red-50";
 pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";

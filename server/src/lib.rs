@@ -21,6 +21,11 @@ pub mod web;
 
 use std::sync::{Arc, Mutex};
 
+/// mimalloc for the server and everything linking this crate (its tests and benchmarks
+/// measure what runs): see server/Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use leptos::config::LeptosOptions;
 
 use crate::config::Config;

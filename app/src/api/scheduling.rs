@@ -9,9 +9,20 @@ fn int_field(field: &str, value: &str) -> Result<Option<i64>, AppError> {
     if v.is_empty() {
         return Ok(None);
     }
-    v.parse::<i64>()
-        .map(Some)
-        .map_err(|_| AppError::field(field, "must be a whole number"))
+    v.parse::<i64>().map(Some).map_err(|_| {
+        // All digits, yet no 64-bit number: too large (or small), not "not a number".
+        let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let word = if v.starts_with('-') {
+                "too small"
+            } else {
+                "too large"
+            };
+            AppError::field(field, format!("is {word}"))
+        } else {
+            AppError::field(field, "must be a whole number")
+        }
+    })
 }
 
 #[cfg(feature = "ssr")]
@@ -96,6 +107,46 @@ pub async fn submit_job_form(
         c.backend
             .submit_job(&c.principal, &c.meta, input, key)
             .await
+    })
+    .await
+}
+
+/// Submits a copy of a job (its queue, name, command, image, environment, GPUs, class, abort
+/// callback, checkpoint folder and limits), checked like any submit, and opens the copy's
+/// page. The copy's idempotency key is the original's id: pressing the button again (a double
+/// click, a reload) opens the same copy instead of making another.
+#[server(prefix = "/_sf", endpoint = "jobs/resubmit")]
+pub async fn resubmit_job_form(csrf: String, job_id: String) -> Result<Job, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let j = c.backend.job_detail(&c.principal, &job_id).await?.job;
+        let abort = j.abort_command.map(|command| crate::model::AbortSpec {
+            kind: j
+                .abort_kind
+                .map(|k| k.as_str().to_string())
+                .unwrap_or_default(),
+            command,
+            timeout_ms: Some(j.abort_timeout_ms),
+        });
+        let input = SubmitJob {
+            queue_id: j.queue_id,
+            name: j.name,
+            command: j.command,
+            image: j.image,
+            env: j.env,
+            gpu_milli: Some(j.gpu_milli),
+            priority_class: Some(j.priority_class),
+            abort,
+            checkpoint_dir: j.checkpoint_dir,
+            max_runtime_ms: j.max_runtime_ms,
+            duration_ms: j.duration_ms,
+        };
+        let key = Some(format!("resubmit-{job_id}"));
+        let copy = c
+            .backend
+            .submit_job(&c.principal, &c.meta, input, key)
+            .await?;
+        leptos_axum::redirect(&format!("/portal/jobs/{}", copy.id));
+        Ok(copy)
     })
     .await
 }

@@ -3,10 +3,10 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::policy::{gpus, live_tick};
-use crate::api::{load_job, load_portal, AbortJobForm, SubmitJobForm};
+use crate::api::{load_job, load_portal, AbortJobForm, ResubmitJobForm, SubmitJobForm};
 use crate::form::{done, echo, echo_or, echo_selected, echo_text};
 use crate::model::{Job, JobState, PortalOverview, StopReason, Waiting};
 use crate::time::format_ms;
@@ -276,12 +276,17 @@ pub fn JobPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let abort = ServerAction::<AbortJobForm>::new();
+    let resubmit = ServerAction::<ResubmitJobForm>::new();
+    // Abort asks first: its button leads to `?confirm=abort`, which shows the real one.
+    let query = use_query_map();
+    let confirming = move || query.read().get("confirm").as_deref() == Some("abort");
     let tick = live_tick(2);
     let detail = Resource::new(
         move || (id(), abort.version().get(), tick.get()),
         |(id, _, _)| load_job(id),
     );
     let abort_v = move || abort.value().get();
+    let resubmit_v = move || resubmit.value().get();
     view! {
         <Title text="Job"/>
         <a href="/portal" class="text-sm text-indigo-700 hover:underline">"← Portal"</a>
@@ -292,6 +297,8 @@ pub fn JobPage() -> impl IntoView {
                     Ok(d) => {
                         let j = d.job;
                         let live = j.state.is_live() && j.stop_reason != Some(StopReason::Abort);
+                        let ran = ran_for(&j);
+                        let (job_id, abort_id, job_name) = (j.id.clone(), j.id.clone(), j.name.clone());
                         view! {
                             <div class="mb-6 mt-2 flex items-center gap-3">
                                 <h1 class="text-2xl font-semibold tracking-tight" data-testid="job-name">{j.name.clone()}</h1>
@@ -313,15 +320,35 @@ pub fn JobPage() -> impl IntoView {
                                         <dt class="text-slate-500">"Command"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.command.clone()}</dd>
                                         <dt class="text-slate-500">"Abort callback"</dt><dd class="col-span-2 font-mono text-xs break-all">{j.abort_command.clone().map(|c| format!("{}: {c}", j.abort_kind.map(|k| k.as_str()).unwrap_or_default())).unwrap_or_else(|| "none".into())}</dd>
                                         <dt class="text-slate-500">"Exit code"</dt><dd class="col-span-2">{j.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "—".into())}</dd>
+                                        <dt class="text-slate-500">"Submitted"</dt><dd class="col-span-2 tabular-nums">{format_ms(j.submitted_at)}</dd>
+                                        <dt class="text-slate-500">"Started"</dt><dd class="col-span-2 tabular-nums">{j.started_at.map(format_ms).unwrap_or_else(|| "—".into())}</dd>
+                                        <dt class="text-slate-500">"Finished"</dt><dd class="col-span-2 tabular-nums">{j.finished_at.map(format_ms).unwrap_or_else(|| "—".into())}</dd>
+                                        <dt class="text-slate-500">"Ran for"</dt><dd class="col-span-2 tabular-nums" data-testid="job-duration">{ran}</dd>
                                     </dl>
-                                    {live.then(|| view! {
-                                        <ActionForm action=abort>
+                                    <div class="mt-4 flex flex-wrap items-center gap-3">
+                                        {(live && !confirming()).then(|| view! {
+                                            <a href="?confirm=abort" class=format!("{BUTTON} bg-red-600 hover:bg-red-700") data-testid="abort-start">"Abort job…"</a>
+                                        })}
+                                        <ActionForm action=resubmit>
                                             <CsrfField/>
-                                            <input type="hidden" name="job_id" value=j.id.clone()/>
-                                            <button type="submit" class=format!("{BUTTON} mt-4 bg-red-600 hover:bg-red-700")>"Abort job"</button>
+                                            <input type="hidden" name="job_id" value=job_id/>
+                                            <button type="submit" class=BUTTON_SECONDARY data-testid="resubmit">"Resubmit a copy"</button>
                                         </ActionForm>
+                                    </div>
+                                    {(live && confirming()).then(|| view! {
+                                        <div class="mt-4 rounded-md border border-red-200 bg-red-50 p-3 text-sm text-red-900" data-testid="abort-confirm">
+                                            <p>"Abort "<strong>{job_name}</strong>"? A running job gets its abort callback, then its process is stopped. This cannot be undone."</p>
+                                            <div class="mt-3 flex items-center gap-3">
+                                                <ActionForm action=abort>
+                                                    <CsrfField/>
+                                                    <input type="hidden" name="job_id" value=abort_id/>
+                                                    <button type="submit" class=format!("{BUTTON} bg-red-600 hover:bg-red-700")>"Yes, abort it"</button>
+                                                </ActionForm>
+                                                <a href="?" class="text-sm text-slate-700 hover:underline">"Cancel"</a>
+                                            </div>
+                                        </div>
                                     })}
-                                    <div class="mt-3">{form_error(abort_v)}</div>
+                                    <div class="mt-3">{form_error(abort_v)}{form_error(resubmit_v)}</div>
                                 </Card>
                                 <div class="min-w-0 lg:col-span-2">
                                     <Card title="History">
@@ -346,6 +373,25 @@ pub fn JobPage() -> impl IntoView {
                 }
             })}
         </Transition>
+    }
+}
+
+/// How long a job ran: its duration in words, or where it stands.
+fn ran_for(j: &Job) -> String {
+    match (j.started_at, j.finished_at) {
+        (Some(s), Some(f)) => duration(f.saturating_sub(s)),
+        (Some(_), None) => "still running".into(),
+        (None, _) => "not started".into(),
+    }
+}
+
+/// `1 h 02 min`, `3 min 05 s`, `12 s`.
+fn duration(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        s if s >= 3600 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{} min {:02} s", s / 60, s % 60),
+        s => format!("{s} s"),
     }
 }
 

@@ -180,6 +180,7 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "GET /api/v1/projects/{id}",
         "GET /api/v1/queues",
         "GET /api/v1/queues/{id}",
+        "GET /api/v1/scheduling/history",
         "GET /api/v1/scheduling/overview",
         "GET /api/v1/sign-in/{tenant}",
         "GET /api/v1/tenants",

@@ -14,6 +14,12 @@ const rows = (page, testid) => page.locator(`[data-testid="${testid}"] tbody tr`
 const panels = (page) => page.locator('[data-testid^="history-"]').evaluateAll(
   (els) => els.map((e) => e.dataset.testid));
 
+/** At least `n` charts are drawn, and their bars have grown (ECharts animates for a second). */
+async function drawn(page, n) {
+  await page.waitForFunction((k) => document.querySelectorAll('[data-chart] canvas').length >= k, n, { timeout: 15000 });
+  await page.waitForTimeout(1500);
+}
+
 /** The page fits `width` (wide tables scroll inside their card). */
 async function fits(page, width) {
   assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= width, `the page fits ${width} px`);
@@ -44,7 +50,7 @@ test('an admin reads the allocation of pools and groups and the queues over an h
   assert.equal(cells.reduce((a, b) => a + b, 0), 16, `${cells}`);
   assert.match(await page.textContent('[data-testid="history-queue-etl"] thead'), /Wait p50.*p90.*p99/);
   // The charts are drawn after hydration, each beside its table.
-  await page.waitForFunction(() => document.querySelectorAll('[data-chart] canvas').length >= 8, null, { timeout: 15000 });
+  await drawn(page, 11);
   await shot(page, 'history-admin-hour');
 
   await page.click('a:has-text("Last day")');
@@ -57,7 +63,7 @@ test('an admin reads the allocation of pools and groups and the queues over an h
   await page.waitForURL(/window=week/);
   await page.waitForFunction(() => document.querySelectorAll('[data-testid="history-queue-train"] tbody tr').length >= 80);
   assert.equal(await page.getAttribute('a:has-text("Last week")', 'aria-current'), 'page');
-  await page.waitForFunction(() => document.querySelectorAll('[data-chart] canvas').length >= 8, null, { timeout: 15000 });
+  await drawn(page, 11);
   await shot(page, 'history-admin-week');
 
   await page.setViewportSize({ width: 390, height: 844 });
@@ -73,6 +79,7 @@ test('a member sees only its group and its queue', async () => {
   await page.goto(`${BASE}/history`);
   await page.waitForSelector('[data-testid="history-group-ml-research"]');
   await hydrated(page);
+  await drawn(page, 3);
   assert.deepEqual((await panels(page)).filter((p) => p !== 'history-generated').sort(),
     ['history-group-ml-research', 'history-queue-train']);
   assert.ok(await rows(page, 'history-queue-train') >= 55);
@@ -102,6 +109,7 @@ test('the platform admin sees the shared pool by organization, never their group
     assert.ok(!text.includes(hidden), `${hidden} is the tenant's own`);
   }
   await hydrated(page);
+  await drawn(page, 2);
   await shot(page, 'history-platform-day');
   await page.setViewportSize({ width: 390, height: 844 });
   await fits(page, 390);

@@ -118,8 +118,23 @@ fn series<T>(
     (name.to_string(), colour.to_string(), values)
 }
 
+/// GPUs for a chart, as the table shows them ([`gpu`]).
 fn milli(m: i64) -> f64 {
-    m as f64 / 1000.0
+    if m % 125 == 0 {
+        m as f64 / 1000.0
+    } else {
+        (m as f64 / 100.0).round() / 10.0
+    }
+}
+
+/// GPUs for a table: exact for what a sample can hold (eighths of a GPU), an average to a
+/// tenth otherwise.
+fn gpu(m: i64) -> String {
+    if m % 125 == 0 {
+        gpus(m)
+    } else {
+        gpus(((m as f64 / 100.0).round() as i64) * 100)
+    }
 }
 
 /// What every panel shares: the window, the axis labels and the buckets with samples (the
@@ -130,6 +145,10 @@ struct Frame {
     rows: Vec<usize>,
     buckets: Vec<i64>,
     ids: std::cell::Cell<usize>,
+    /// Set once the page is in the document: charts are made only then, so that the chart
+    /// component finds its element when it draws (after a navigation inside the app, the
+    /// page is built before it is attached).
+    ready: RwSignal<bool>,
 }
 
 impl Frame {
@@ -148,7 +167,16 @@ impl Frame {
             unit: unit.to_string(),
             series,
         };
-        Some(view! { <StackedBars id=id label=label data=data/> }.into_any())
+        let ready = self.ready;
+        Some(
+            view! {
+                {move || ready.get().then(|| {
+                    let (label, data) = (label.clone(), data.clone());
+                    view! { <StackedBars id=id label=label data=data/> }
+                })}
+            }
+            .into_any(),
+        )
     }
 
     fn when(&self, i: usize) -> String {
@@ -168,14 +196,16 @@ fn panel(
     view! {
         <section class="min-w-0 rounded-lg border border-slate-200 bg-white shadow-sm" data-testid=testid>
             <h3 class="border-b border-slate-100 px-4 py-3 text-sm font-semibold text-slate-700 sm:px-5">{title}</h3>
-            <div class="grid gap-4 p-4 sm:p-5 lg:grid-cols-2">
-                <div class="min-w-0 space-y-4">{charts}</div>
+            <div class="grid gap-4 p-4 sm:p-5 lg:grid-cols-[minmax(0,2fr)_minmax(0,3fr)]">
+                // A chart keeps the width it was drawn at: it scrolls in its column if the
+                // window narrows afterwards.
+                <div class="min-w-0 space-y-4 overflow-x-auto">{charts}</div>
                 // Long and wide tables scroll inside the card, never the page.
                 <div class="max-h-80 min-w-0 overflow-auto">
                     <table class=TABLE>
                         <thead class="sticky top-0 bg-white"><tr>
                             {head.into_iter().enumerate().map(|(i, h)| {
-                                let class = if i == 0 { TH.to_string() } else { format!("{TH} text-right") };
+                                let class = if i == 0 { format!("{TH} whitespace-nowrap") } else { format!("{TH} whitespace-nowrap text-right") };
                                 view! { <th class=class>{h}</th> }
                             }).collect_view()}
                         </tr></thead>
@@ -183,7 +213,7 @@ fn panel(
                             {body.into_iter().map(|row| view! {
                                 <tr>
                                     {row.into_iter().enumerate().map(|(i, c)| {
-                                        let class = if i == 0 { format!("{TD} whitespace-nowrap text-slate-600") } else { format!("{TD} text-right tabular-nums") };
+                                        let class = if i == 0 { format!("{TD} whitespace-nowrap text-slate-600") } else { format!("{TD} whitespace-nowrap text-right tabular-nums") };
                                         view! { <td class=class>{c}</td> }
                                     }).collect_view()}
                                 </tr>
@@ -208,7 +238,15 @@ fn Charts(h: History) -> impl IntoView {
             .collect(),
         buckets: h.buckets.clone(),
         ids: std::cell::Cell::new(0),
+        ready: RwSignal::new(false),
     };
+    // In the browser, the charts are drawn a frame after this view is made (it is attached
+    // to the document by then).
+    #[cfg(feature = "hydrate")]
+    {
+        let ready = f.ready;
+        Effect::new(move |_| request_animation_frame(move || ready.set(true)));
+    }
     let nothing = h.pools.is_empty() && h.groups.is_empty() && h.queues.is_empty();
     let pools: Vec<AnyView> = h.pools.iter().flat_map(|p| pool_panels(&f, p)).collect();
     let groups: Vec<AnyView> = h.groups.iter().map(|g| group_panel(&f, g)).collect();
@@ -255,9 +293,7 @@ fn pool_panels(f: &Frame, p: &PoolHistory) -> Vec<AnyView> {
         "GPUs",
         vec![
             series("In quota", IN_QUOTA, pts, |x| milli(x.in_quota_milli)),
-            series("Over quota (borrowed)", OVER_QUOTA, pts, |x| {
-                milli(x.over_quota_milli)
-            }),
+            series("Over quota", OVER_QUOTA, pts, |x| milli(x.over_quota_milli)),
             series("Idle", IDLE, pts, |x| milli(x.idle_milli)),
         ],
     );
@@ -268,9 +304,9 @@ fn pool_panels(f: &Frame, p: &PoolHistory) -> Vec<AnyView> {
             pts[i].map(|x| {
                 vec![
                     f.when(i),
-                    gpus(x.in_quota_milli),
-                    gpus(x.over_quota_milli),
-                    gpus(x.idle_milli),
+                    gpu(x.in_quota_milli),
+                    gpu(x.over_quota_milli),
+                    gpu(x.idle_milli),
                 ]
             })
         })
@@ -335,14 +371,14 @@ fn tenants_panel(f: &Frame, p: &PoolHistory) -> impl IntoView {
                 row.push(match t.points[i] {
                     Some(x) if x.over_quota_milli > 0 => format!(
                         "{} ({} over)",
-                        gpus(x.in_quota_milli + x.over_quota_milli),
-                        gpus(x.over_quota_milli)
+                        gpu(x.in_quota_milli + x.over_quota_milli),
+                        gpu(x.over_quota_milli)
                     ),
-                    Some(x) => gpus(x.in_quota_milli),
+                    Some(x) => gpu(x.in_quota_milli),
                     None => "0".into(),
                 });
             }
-            row.push(p.points[i].map_or_else(|| "—".into(), |x| gpus(x.idle_milli)));
+            row.push(p.points[i].map_or_else(|| "—".into(), |x| gpu(x.idle_milli)));
             row
         })
         .collect();
@@ -365,12 +401,8 @@ fn group_panel(f: &Frame, g: &GroupHistory) -> AnyView {
         "GPUs",
         vec![
             series("In quota", IN_QUOTA, pts, |x| milli(x.in_quota_milli)),
-            series("Over quota (borrowed)", OVER_QUOTA, pts, |x| {
-                milli(x.over_quota_milli)
-            }),
-            series("Unused reservation", UNUSED, pts, |x| {
-                milli(x.unused_reservation_milli)
-            }),
+            series("Over quota", OVER_QUOTA, pts, |x| milli(x.over_quota_milli)),
+            series("Unused", UNUSED, pts, |x| milli(x.unused_reservation_milli)),
         ],
     );
     let body = f
@@ -380,9 +412,9 @@ fn group_panel(f: &Frame, g: &GroupHistory) -> AnyView {
             pts[i].map(|x| {
                 vec![
                     f.when(i),
-                    gpus(x.in_quota_milli),
-                    gpus(x.over_quota_milli),
-                    gpus(x.unused_reservation_milli),
+                    gpu(x.in_quota_milli),
+                    gpu(x.over_quota_milli),
+                    gpu(x.unused_reservation_milli),
                     count(x.running),
                     count(x.waiting),
                 ]
@@ -418,20 +450,33 @@ fn queue_panel(f: &Frame, q: &QueueHistory) -> AnyView {
             series("Running", IN_QUOTA, pts, |x| x.running),
         ],
     );
-    // Stacked bars: each bar's top is the 99th percentile, its segments end at p50 and p90.
-    let secs = |ms: Option<i64>| ms.map_or(0.0, |v| v as f64 / 1000.0);
+    // Stacked bars (short legend names, so the legend keeps to one line on a phone): each
+    // bar's top is the 99th percentile, its segments end at p50 and p90.
+    // In minutes when a wait took more than ten.
+    let longest = pts
+        .iter()
+        .flatten()
+        .filter_map(|x| x.wait_p99_ms)
+        .max()
+        .unwrap_or(0);
+    let (unit, per) = if longest > 600_000 {
+        ("minutes", 60_000.0)
+    } else {
+        ("seconds", 1000.0)
+    };
+    let secs = |ms: Option<i64>| ms.map_or(0.0, |v| (v as f64 / per * 10.0).round() / 10.0);
     let waits = f.chart(
         format!(
-            "Waits in queue {}: median, 90th and 99th percentile, in seconds",
+            "Waits in queue {}: median, 90th and 99th percentile, in {unit}",
             q.name
         ),
-        "seconds",
+        unit,
         vec![
-            series("Median", "#0ea5e9", pts, |x| secs(x.wait_p50_ms)),
-            series("Median to p90", "#6366f1", pts, |x| {
+            series("p50", "#0ea5e9", pts, |x| secs(x.wait_p50_ms)),
+            series("to p90", "#6366f1", pts, |x| {
                 (secs(x.wait_p90_ms) - secs(x.wait_p50_ms)).max(0.0)
             }),
-            series("p90 to p99", "#a855f7", pts, |x| {
+            series("to p99", "#a855f7", pts, |x| {
                 (secs(x.wait_p99_ms) - secs(x.wait_p90_ms)).max(0.0)
             }),
         ],
@@ -486,5 +531,10 @@ mod tests {
         assert_eq!(count(2.0), "2");
         assert_eq!(count(2.5), "2.5");
         assert_eq!(wait(None), "—");
+        // A sample's eighths of a GPU are exact; an average is shown to a tenth.
+        assert_eq!(gpu(125), "0.125");
+        assert_eq!(gpu(5450), "5.5");
+        assert_eq!(gpu(983), "1");
+        assert_eq!(milli(9567), 9.6);
     }
 }

@@ -2,7 +2,8 @@
 //! `generated`, so the history page is not empty for its first hours and says why it is not).
 //! Pure: the ids and the time come in, sample sets go out.
 //!
-//! A sample set a minute for the last day and one every ten minutes before. Weekdays from
+//! A sample set a minute for the last day (up to the current minute; the sampler takes the
+//! next) and one every ten minutes before. Weekdays from
 //! 08:00 to 19:00 UTC are busy: research uses its whole reservation and borrows idle GPUs of
 //! the shared pool, and its training jobs queue; at night data engineering's batches queue
 //! at its limit and globex borrows instead. The demo's own pools, groups and queues: research's
@@ -45,10 +46,11 @@ impl Noise {
     }
 }
 
-/// The sample sets of the week before `now`, oldest last.
+/// The sample sets of the week up to `now` (the last one at the start of its minute: the
+/// sampler's first is at the next), newest first.
 pub fn invented_week(ids: &DemoIds, now: i64) -> Vec<SampleSet> {
     let now = now.div_euclid(60_000) * 60_000;
-    let minutes = (1..=1440).map(|k| now - k * 60_000);
+    let minutes = (0..1440).map(|k| now - k * 60_000);
     let tens = (145..=1008).map(|k| now - k * 600_000);
     let mut noise = Noise(0x5eed);
     minutes
@@ -213,9 +215,8 @@ mod tests {
             "a day of minutes and six days of ten minutes"
         );
         assert_eq!(
-            sets[0].at,
-            1_796_231_040_000 - 60_000,
-            "the last one a minute ago"
+            sets[0].at, 1_796_231_040_000,
+            "the last one at the current minute"
         );
         assert!(sets.iter().all(|s| s.generated));
         let oldest = sets.iter().map(|s| s.at).min().unwrap_or(0);

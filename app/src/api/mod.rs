@@ -25,10 +25,12 @@ use crate::model::{
 
 pub mod history;
 mod identity;
+mod policy;
 mod scheduling;
 mod sso;
 
 pub use identity::*;
+pub use policy::*;
 pub use scheduling::*;
 pub use sso::*;
 

@@ -195,8 +195,13 @@ pub async fn pool(
     if users.is_empty() {
         return Ok(None);
     }
+    let first = match (own.len() + others as usize > 0, jobs > 0) {
+        (true, true) => "Take it out of those queues and let its jobs finish first.",
+        (true, false) => "Take it out of those queues first.",
+        _ => "Let its jobs finish (or abort them) first.",
+    };
     Ok(Some(format!(
-        "The pool is in use: {}. Take it out of those queues and let its jobs finish first.",
+        "The pool is in use: {}. {first}",
         and_list(&users)
     )))
 }
@@ -285,9 +290,10 @@ pub async fn profile(
     .await?;
     Ok((!names.is_empty()).then(|| {
         format!(
-            "The profile is in use: {} {} it. Give them another profile or delete them first.",
+            "The profile is in use: {} {} it. Give {them} another profile or delete {them} first.",
             queues_phrase(&names),
-            if names.len() == 1 { "uses" } else { "use" }
+            if names.len() == 1 { "uses" } else { "use" },
+            them = if names.len() == 1 { "it" } else { "them" }
         )
     }))
 }
@@ -307,9 +313,10 @@ pub async fn policy(
     .await?;
     Ok((!names.is_empty()).then(|| {
         format!(
-            "The policy is in use: {} {} under it. Delete them first.",
+            "The policy is in use: {} {} under it. Delete {} first.",
             queues_phrase(&names),
-            if names.len() == 1 { "is" } else { "are" }
+            if names.len() == 1 { "is" } else { "are" },
+            if names.len() == 1 { "it" } else { "them" }
         )
     }))
 }

@@ -1,19 +1,26 @@
 //! The Policy Manager: capacity across pools, group quotas and their use, queues, recent
-//! preemptions, and (for admins) the forms that change pools, profiles, policies and queues.
+//! preemptions, and (for admins) the pools, profiles, policies and queues with the forms that
+//! create, change and delete them (`objects`, `edit`, `delete`, `create`).
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use server_fn::ServerFn;
 
 use super::chart::{Stacked, StackedBars};
 use crate::api::{
     load_policy_config, load_policy_overview, CreatePoolForm, CreateProfileForm, CreateQueueForm,
-    SetPolicyForm,
+    DeletePolicyForm, DeletePoolForm, DeleteProfileForm, DeleteQueueForm, EditPolicyForm,
+    SetPolicyForm, UpdatePoolForm, UpdateProfileForm, UpdateQueueForm,
 };
-use crate::error::AppError;
-use crate::form::{done, echo, echo_checked, echo_or, echo_selected};
-use crate::model::{PolicyConfig, PolicyOverview};
+use crate::model::PolicyOverview;
 use crate::time::format_ms;
 use crate::ui::*;
+use crate::SessionResource;
+
+mod create;
+mod delete;
+mod edit;
+mod objects;
 
 pub use crate::model::format_gpus as gpus;
 
@@ -43,23 +50,125 @@ pub fn live_tick(seconds: u64) -> ReadSignal<u64> {
     tick
 }
 
+/// The page's write actions, shared by its forms (a context): a change through any of them
+/// reloads the configuration and the overview.
+#[derive(Clone, Copy)]
+struct Actions {
+    add_pool: ServerAction<CreatePoolForm>,
+    add_profile: ServerAction<CreateProfileForm>,
+    set_policy: ServerAction<SetPolicyForm>,
+    add_queue: ServerAction<CreateQueueForm>,
+    edit_pool: ServerAction<UpdatePoolForm>,
+    delete_pool: ServerAction<DeletePoolForm>,
+    edit_profile: ServerAction<UpdateProfileForm>,
+    delete_profile: ServerAction<DeleteProfileForm>,
+    edit_queue: ServerAction<UpdateQueueForm>,
+    delete_queue: ServerAction<DeleteQueueForm>,
+    edit_policy: ServerAction<EditPolicyForm>,
+    delete_policy: ServerAction<DeletePolicyForm>,
+    /// The server function and object id of the last edit or delete sent from this page
+    /// (`None`: none yet, as without JavaScript): a form shows a result only if it is its own.
+    last: RwSignal<Option<(&'static str, String)>>,
+}
+
+impl Actions {
+    fn new() -> Actions {
+        Actions {
+            add_pool: ServerAction::new(),
+            add_profile: ServerAction::new(),
+            set_policy: ServerAction::new(),
+            add_queue: ServerAction::new(),
+            edit_pool: ServerAction::new(),
+            delete_pool: ServerAction::new(),
+            edit_profile: ServerAction::new(),
+            delete_profile: ServerAction::new(),
+            edit_queue: ServerAction::new(),
+            delete_queue: ServerAction::new(),
+            edit_policy: ServerAction::new(),
+            delete_policy: ServerAction::new(),
+            last: RwSignal::new(None),
+        }
+    }
+
+    /// Follows what the edits and deletes are sent for (in the browser; the server renders
+    /// one request's page, with at most one result in it).
+    fn follow(self) {
+        follow(self.edit_pool, self.last, |s| s.id.clone());
+        follow(self.delete_pool, self.last, |s| s.id.clone());
+        follow(self.edit_profile, self.last, |s| s.id.clone());
+        follow(self.delete_profile, self.last, |s| s.id.clone());
+        follow(self.edit_queue, self.last, |s| s.id.clone());
+        follow(self.delete_queue, self.last, |s| s.id.clone());
+        follow(self.edit_policy, self.last, |s| s.group_id.clone());
+        follow(self.delete_policy, self.last, |s| s.id.clone());
+    }
+
+    /// [`Actions::about`] for `action`'s server function.
+    fn about_call<S>(&self, _action: ServerAction<S>, id: &str) -> bool
+    where
+        S: ServerFn + 'static,
+        S::Output: 'static,
+    {
+        self.about::<S>(id)
+    }
+
+    /// Whether a result of `S` belongs to the form about `id` (see `last`).
+    fn about<S: ServerFn>(&self, id: &str) -> bool {
+        self.last.with(|l| {
+            l.as_ref()
+                .is_none_or(|(path, about)| *path == S::PATH && about == id)
+        })
+    }
+
+    /// Changes with every finished call of any of them.
+    fn version(&self) -> usize {
+        [
+            self.add_pool.version().get(),
+            self.add_profile.version().get(),
+            self.set_policy.version().get(),
+            self.add_queue.version().get(),
+            self.edit_pool.version().get(),
+            self.delete_pool.version().get(),
+            self.edit_profile.version().get(),
+            self.delete_profile.version().get(),
+            self.edit_queue.version().get(),
+            self.delete_queue.version().get(),
+            self.edit_policy.version().get(),
+            self.delete_policy.version().get(),
+        ]
+        .iter()
+        .sum()
+    }
+}
+
+fn follow<S>(
+    action: ServerAction<S>,
+    last: RwSignal<Option<(&'static str, String)>>,
+    key: fn(&S) -> String,
+) where
+    S: ServerFn + Clone + Send + Sync + 'static,
+    S::Output: Send + Sync + 'static,
+    S::Error: Send + Sync + 'static,
+{
+    Effect::new(move |_| {
+        if let Some(id) = action.input().with(|i| i.as_ref().map(key)) {
+            last.set(Some((S::PATH, id)));
+        }
+    });
+}
+
 #[component]
 pub fn PolicyPage() -> impl IntoView {
-    let add_pool = ServerAction::<CreatePoolForm>::new();
-    let add_profile = ServerAction::<CreateProfileForm>::new();
-    let set_policy = ServerAction::<SetPolicyForm>::new();
-    let add_queue = ServerAction::<CreateQueueForm>::new();
-    let changes = move || {
-        (
-            add_pool.version().get(),
-            add_profile.version().get(),
-            set_policy.version().get(),
-            add_queue.version().get(),
-        )
-    };
+    let actions = Actions::new();
+    actions.follow();
+    provide_context(actions);
+    let session = expect_context::<SessionResource>().0;
     let tick = live_tick(3);
-    let overview = Resource::new(move || (changes(), tick.get()), |_| load_policy_overview());
-    let config = Resource::new(changes, |_| load_policy_config());
+    let overview = Resource::new(
+        move || (actions.version(), tick.get()),
+        |_| load_policy_overview(),
+    );
+    let config = Resource::new(move || actions.version(), |_| load_policy_config());
     view! {
         <Title text="Policy Manager"/>
         <PageHeader title="Policy Manager" subtitle="Capacity, quotas and queues across your pools. Updates every few seconds."/>
@@ -74,8 +183,16 @@ pub fn PolicyPage() -> impl IntoView {
         <h2 class="mb-3 mt-10 text-lg font-semibold">"Configuration"</h2>
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
+                let platform_admin = session
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.me.is_platform_admin);
                 match config.await {
-                    Ok(c) => view! { <Config c=c add_pool add_profile set_policy add_queue/> }.into_any(),
+                    Ok(c) => view! {
+                        <objects::Objects c=c.clone() platform_admin/>
+                        <create::CreateForms c=c/>
+                    }.into_any(),
                     Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
                 }
             })}
@@ -149,38 +266,12 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                         {o.pools.iter().map(|p| view! {
                             <tr>
                                 <td class=format!("{TD} font-medium")>{p.name.clone()}</td>
-                                <td class=TD>{if p.shared { "shared" } else { "dedicated" }}" · "{p.executor.as_str()}</td>
+                                <td class=format!("{TD} whitespace-nowrap")>{if p.shared { "shared" } else { "dedicated" }}" · "{p.executor.as_str()}</td>
                                 <td class=TD>{gpus(p.total_milli)}</td>
                                 <td class=TD>{gpus(p.reserved_milli)}</td>
                                 <td class=TD>{gpus(p.in_quota_milli)}</td>
                                 <td class=TD>{gpus(p.over_quota_milli)}</td>
                                 <td class=TD>{gpus(p.idle_milli)}</td>
-                            </tr>
-                        }).collect_view()}
-                    </tbody>
-                </table>
-                </div>
-            </Card>
-            <Card title="Group quotas and use">
-                <StackedBars id="quota-chart" label="GPUs per group: used within reservation, unused reservation, over quota".to_string() data=quotas/>
-                <div class="mt-4 overflow-x-auto">
-                <table class=TABLE data-testid="groups-table">
-                    <thead><tr>
-                        <th class=TH>"Group"</th><th class=TH>"Reserved"</th><th class=TH>"Limit"</th>
-                        <th class=TH>"Weight"</th><th class=TH>"In use"</th><th class=TH>"Over quota"</th>
-                        <th class=TH>"Running"</th><th class=TH>"Waiting"</th>
-                    </tr></thead>
-                    <tbody class="divide-y divide-slate-100">
-                        {o.groups.iter().map(|x| view! {
-                            <tr>
-                                <td class=format!("{TD} font-medium")>{x.group_name.clone()}</td>
-                                <td class=TD>{gpus(x.reservation_milli)}</td>
-                                <td class=TD>{gpus(x.limit_milli)}</td>
-                                <td class=TD>{if x.over_quota_allowed { x.over_quota_weight.to_string() } else { "no borrowing".into() }}</td>
-                                <td class=TD>{gpus(x.used_milli)}</td>
-                                <td class=TD>{gpus(x.over_quota_milli)}</td>
-                                <td class=TD>{x.running}</td>
-                                <td class=TD>{x.waiting}</td>
                             </tr>
                         }).collect_view()}
                     </tbody>
@@ -207,6 +298,35 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                     </tbody>
                 </table>
             </Card>
+            // Across both columns: its eight columns do not fit half of a 1440 px page.
+            <div class="min-w-0 xl:col-span-2">
+            <Card title="Group quotas and use">
+                <StackedBars id="quota-chart" label="GPUs per group: used within reservation, unused reservation, over quota".to_string() data=quotas/>
+                <div class="mt-4 overflow-x-auto">
+                <table class=TABLE data-testid="groups-table">
+                    <thead><tr>
+                        <th class=TH>"Group"</th><th class=TH>"Reserved"</th><th class=TH>"Limit"</th>
+                        <th class=TH>"Weight"</th><th class=TH>"In use"</th><th class=TH>"Over quota"</th>
+                        <th class=TH>"Running"</th><th class=TH>"Waiting"</th>
+                    </tr></thead>
+                    <tbody class="divide-y divide-slate-100">
+                        {o.groups.iter().map(|x| view! {
+                            <tr>
+                                <td class=format!("{TD} font-medium")>{x.group_name.clone()}</td>
+                                <td class=TD>{gpus(x.reservation_milli)}</td>
+                                <td class=TD>{gpus(x.limit_milli)}</td>
+                                <td class=TD>{if x.over_quota_allowed { x.over_quota_weight.to_string() } else { "no borrowing".into() }}</td>
+                                <td class=TD>{gpus(x.used_milli)}</td>
+                                <td class=TD>{gpus(x.over_quota_milli)}</td>
+                                <td class=TD>{x.running}</td>
+                                <td class=TD>{x.waiting}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                </div>
+            </Card>
+            </div>
             <div class="min-w-0 xl:col-span-2">
             <Card title="Recent preemptions">
                 {if o.preemptions.is_empty() {
@@ -226,7 +346,7 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                                         <td class=TD>{x.victim_group.clone()}</td>
                                         <td class=TD>{x.for_group.clone()}</td>
                                         <td class=TD>{gpus(x.gpu_milli)}</td>
-                                        <td class=format!("{TD} text-slate-600")>{x.reason.clone()}</td>
+                                        <td class=format!("{TD} min-w-64 text-slate-600")>{x.reason.clone()}</td>
                                     </tr>
                                 }).collect_view()}
                             </tbody>
@@ -236,287 +356,5 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
             </Card>
             </div>
         </div>
-    }
-}
-
-#[component]
-fn Config(
-    c: PolicyConfig,
-    add_pool: ServerAction<CreatePoolForm>,
-    add_profile: ServerAction<CreateProfileForm>,
-    set_policy: ServerAction<SetPolicyForm>,
-    add_queue: ServerAction<CreateQueueForm>,
-) -> impl IntoView {
-    let pool_v = move || add_pool.value().get();
-    let profile_v = move || add_profile.value().get();
-    let policy_v = move || set_policy.value().get();
-    let queue_v = move || add_queue.value().get();
-    let (pool_done, profile_done) = (done(add_pool), done(add_profile));
-    let (policy_done, queue_done) = (done(set_policy), done(add_queue));
-    let group_name = |id: &str| {
-        c.groups
-            .iter()
-            .find(|g| g.id == id)
-            .map(|g| g.name.clone())
-            .unwrap_or_default()
-    };
-    let policies: Vec<(String, String)> = c
-        .policies
-        .iter()
-        .map(|p| (p.id.clone(), group_name(&p.group_id)))
-        .collect();
-    let group_options = c
-        .groups
-        .iter()
-        .map(|g| view! { <option value=g.id.clone() selected={echo_selected::<SetPolicyForm>("group_id", &g.id)}>{g.name.clone()}</option> })
-        .collect_view();
-    let policy_options = policies
-        .iter()
-        .map(|(id, name)| view! { <option value=id.clone() selected={echo_selected::<CreateQueueForm>("policy_id", id)}>{name.clone()}</option> })
-        .collect_view();
-    let profile_options = c
-        .profiles
-        .iter()
-        .map(|p| view! { <option value=p.id.clone() selected={echo_selected::<CreateQueueForm>("profile_id", &p.id)}>{p.name.clone()}</option> })
-        .collect_view();
-    let pool_options = c
-        .pools
-        .iter()
-        .map(|p| view! { <option value=p.id.clone() selected={echo_selected::<CreateQueueForm>("pool", &p.id)}>{p.name.clone()}</option> })
-        .collect_view();
-    let spill_options = c
-        .pools
-        .iter()
-        .map(|p| view! { <option value=p.id.clone() selected={echo_selected::<CreateQueueForm>("spillover", &p.id)}>{p.name.clone()}</option> })
-        .collect_view();
-    let pool_rows = c.pools.iter().map(|p| view! {
-                            <tr>
-                                <td class=format!("{TD} font-medium")>{p.name.clone()}{p.owner_tenant_id.is_none().then_some(" (shared)")}</td>
-                                <td class=TD>{p.nodes.len()}</td>
-                                <td class=TD>{p.nodes.iter().map(|n| n.gpus as i64).sum::<i64>()}" × "{p.nodes.first().map(|n| n.gpu_model.clone()).unwrap_or_default()}</td>
-                                <td class=TD>{format!("${:.2}", p.gpu_hour_cost_cents as f64 / 100.0)}</td>
-                            </tr>
-                        }).collect_view();
-    let profile_rows = c.profiles.iter().map(|p| view! {
-                            <tr>
-                                <td class=format!("{TD} font-medium")>{p.name.clone()}</td>
-                                <td class=TD>{if p.gpu_milli > 0 { gpus(p.gpu_milli) } else { format!("{} to {} (the job asks)", gpus(p.min_gpu_milli), gpus(p.max_gpu_milli)) }}</td>
-                            </tr>
-                        }).collect_view();
-    view! {
-        <div class="grid gap-6 xl:grid-cols-2">
-            <Card title="Pools and profiles">
-                <table class=TABLE data-testid="pools-table">
-                    <thead><tr><th class=TH>"Pool"</th><th class=TH>"Nodes"</th><th class=TH>"GPUs"</th><th class=TH>"Cost / GPU-hour"</th></tr></thead>
-                    <tbody class="divide-y divide-slate-100">
-                        {pool_rows}
-                    </tbody>
-                </table>
-                <table class=format!("{TABLE} mt-4") data-testid="profiles-table">
-                    <thead><tr><th class=TH>"Profile"</th><th class=TH>"GPUs per job"</th></tr></thead>
-                    <tbody class="divide-y divide-slate-100">
-                        {profile_rows}
-                    </tbody>
-                </table>
-            </Card>
-            <Card title="Set a group's policy">
-                <ActionForm action=set_policy>
-                    <CsrfField/>
-                    <div class="grid gap-4 sm:grid-cols-2">
-                        <div>
-                            <label class=LABEL for="policy-group">"Group"</label>
-                            <select id="policy-group" name="group_id" class=INPUT>
-                                {group_options}
-                            </select>
-                            {field_error(policy_v, "group_id")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="policy-weight">"Over-quota weight"</label>
-                            <input id="policy-weight" name="over_quota_weight" class=INPUT value={echo_or::<SetPolicyForm>("over_quota_weight", "1")} inputmode="numeric"/>
-                            {field_error(policy_v, "over_quota_weight")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="policy-reservation">"Reservation (milli-GPUs; 1000 = 1 GPU)"</label>
-                            <input id="policy-reservation" name="reservation_milli" class=INPUT inputmode="numeric" value={echo::<SetPolicyForm>("reservation_milli")}/>
-                            {field_error(policy_v, "reservation_milli")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="policy-limit">"Limit (milli-GPUs)"</label>
-                            <input id="policy-limit" name="limit_milli" class=INPUT inputmode="numeric" value={echo::<SetPolicyForm>("limit_milli")}/>
-                            {field_error(policy_v, "limit_milli")}
-                        </div>
-                    </div>
-                    <label class="mt-3 flex items-center gap-2 text-sm"><input type="checkbox" name="over_quota_allowed" checked={echo_checked::<SetPolicyForm>("over_quota_allowed", true)}/>"May borrow idle GPUs beyond the reservation"</label>
-                    <button type="submit" class=format!("{BUTTON} mt-4")>"Save policy"</button>
-                    <div class="mt-3">{form_error(policy_v)}</div>
-                    {move || policy_done().then(|| view! {
-                        <p class="mt-2 text-sm text-green-700" role="status">
-                            {policy_v().and_then(|r| r.ok()).map(|p| format!("Saved: reservation {} GPUs, limit {} GPUs.", gpus(p.reservation_milli), gpus(p.limit_milli))).unwrap_or_else(|| "Policy saved.".into())}
-                        </p>
-                    })}
-                </ActionForm>
-            </Card>
-            <Card title="New queue">
-                <ActionForm action=add_queue>
-                    <CsrfField/>
-                    <div class="grid gap-4 sm:grid-cols-2">
-                        <div>
-                            <label class=LABEL for="queue-name">"Name"</label>
-                            <input id="queue-name" name="name" class=INPUT value={echo::<CreateQueueForm>("name")}/>
-                            {field_error(queue_v, "name")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="queue-policy">"Group policy"</label>
-                            <select id="queue-policy" name="policy_id" class=INPUT>
-                                {policy_options}
-                            </select>
-                            {field_error(queue_v, "policy_id")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="queue-profile">"Profile"</label>
-                            <select id="queue-profile" name="profile_id" class=INPUT>
-                                {profile_options}
-                            </select>
-                            {field_error(queue_v, "profile_id")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="queue-pool">"Pool"</label>
-                            <select id="queue-pool" name="pool" class=INPUT>
-                                {pool_options}
-                            </select>
-                            {field_error(queue_v, "pools")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="queue-spill">"Spillover pool (optional)"</label>
-                            <select id="queue-spill" name="spillover" class=INPUT>
-                                <option value="" selected={echo_selected::<CreateQueueForm>("spillover", "")}>"none"</option>
-                                {spill_options}
-                            </select>
-                        </div>
-                    </div>
-                    <label class="mt-3 flex items-center gap-2 text-sm"><input type="checkbox" name="over_quota" checked={echo_checked::<CreateQueueForm>("over_quota", true)}/>"Jobs may run over quota"</label>
-                    <div class="mt-4 flex items-center gap-4">
-                        <button type="submit" class=BUTTON>"Create queue"</button>
-                        {move || queue_done().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Queue created."</span> })}
-                    </div>
-                    <div class="mt-3">{form_error(queue_v)}</div>
-                </ActionForm>
-            </Card>
-            <Card title="New pool">
-                <ActionForm action=add_pool>
-                    <CsrfField/>
-                    <div class="grid gap-4 sm:grid-cols-2">
-                        <div>
-                            <label class=LABEL for="pool-name">"Name"</label>
-                            <input id="pool-name" name="name" class=INPUT value={echo::<CreatePoolForm>("name")}/>
-                            {field_error(pool_v, "name")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-executor">"Runs jobs on"</label>
-                            <select id="pool-executor" name="executor" class=INPUT>
-                                <option value="simulated">"simulated nodes"</option>
-                                <option value="local" selected={echo_selected::<CreatePoolForm>("executor", "local")}>"this host (local processes)"</option>
-                            </select>
-                            {field_error(pool_v, "executor")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-nodes">"Nodes"</label>
-                            <input id="pool-nodes" name="node_count" class=INPUT value={echo_or::<CreatePoolForm>("node_count", "1")} inputmode="numeric"/>
-                            {node_error(pool_v, None)}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-gpus">"GPUs per node"</label>
-                            <input id="pool-gpus" name="gpus_per_node" class=INPUT value={echo_or::<CreatePoolForm>("gpus_per_node", "8")} inputmode="numeric"/>
-                            {field_error(pool_v, "gpus_per_node")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-model">"GPU model"</label>
-                            <input id="pool-model" name="gpu_model" class=INPUT value={echo_or::<CreatePoolForm>("gpu_model", "H100-80GB")}/>
-                            {node_error(pool_v, Some("gpu_model"))}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-mem">"GPU memory (MiB)"</label>
-                            <input id="pool-mem" name="gpu_memory_mb" class=INPUT value={echo_or::<CreatePoolForm>("gpu_memory_mb", "81920")} inputmode="numeric"/>
-                            {field_error(pool_v, "gpu_memory_mb")}
-                            {node_error(pool_v, Some("gpu_memory_mb"))}
-                        </div>
-                        <div>
-                            <label class=LABEL for="pool-cost">"Cost per GPU-hour (cents)"</label>
-                            <input id="pool-cost" name="gpu_hour_cost_cents" class=INPUT value={echo_or::<CreatePoolForm>("gpu_hour_cost_cents", "0")} inputmode="numeric"/>
-                            {field_error(pool_v, "gpu_hour_cost_cents")}
-                        </div>
-                    </div>
-                    <label class="mt-3 flex items-center gap-2 text-sm"><input type="checkbox" name="shared" checked={echo_checked::<CreatePoolForm>("shared", false)}/>"Shared with every organization (platform admins)"</label>
-                    <div class="mt-4 flex items-center gap-4">
-                        <button type="submit" class=BUTTON>"Create pool"</button>
-                        {move || pool_done().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Pool created."</span> })}
-                    </div>
-                    <div class="mt-3">{form_error(pool_v)}</div>
-                </ActionForm>
-            </Card>
-            <Card title="New profile">
-                <ActionForm action=add_profile>
-                    <CsrfField/>
-                    <div class="grid gap-4 sm:grid-cols-3">
-                        <div class="sm:col-span-3">
-                            <label class=LABEL for="profile-name">"Name"</label>
-                            <input id="profile-name" name="name" class=INPUT value={echo::<CreateProfileForm>("name")}/>
-                            {field_error(profile_v, "name")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="profile-fixed">"Fixed milli-GPUs"</label>
-                            <input id="profile-fixed" name="gpu_milli" class=INPUT placeholder="e.g. 500" inputmode="numeric" value={echo::<CreateProfileForm>("gpu_milli")}/>
-                            {field_error(profile_v, "gpu_milli")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="profile-min">"or from"</label>
-                            <input id="profile-min" name="min_gpu_milli" class=INPUT placeholder="125" inputmode="numeric" value={echo::<CreateProfileForm>("min_gpu_milli")}/>
-                            {field_error(profile_v, "min_gpu_milli")}
-                        </div>
-                        <div>
-                            <label class=LABEL for="profile-max">"to"</label>
-                            <input id="profile-max" name="max_gpu_milli" class=INPUT placeholder="8000" inputmode="numeric" value={echo::<CreateProfileForm>("max_gpu_milli")}/>
-                            {field_error(profile_v, "max_gpu_milli")}
-                        </div>
-                    </div>
-                    <div class="mt-4 flex items-center gap-4">
-                        <button type="submit" class=BUTTON>"Create profile"</button>
-                        {move || profile_done().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Profile created."</span> })}
-                    </div>
-                    <div class="mt-3">{form_error(profile_v)}</div>
-                </ActionForm>
-            </Card>
-        </div>
-    }
-}
-
-/// The pool form's share of the server's `nodes` messages: the form declares the nodes from
-/// its count, GPU model and memory, so a message about a node's `gpu_model` or
-/// `gpu_memory_mb` goes under that input (`about`), and the rest under the count (`None`).
-fn node_error(
-    value: impl Fn() -> Option<Result<crate::model::Pool, AppError>> + Send + Sync + 'static,
-    about: Option<&'static str>,
-) -> impl IntoView {
-    const ABOUT: [&str; 2] = ["gpu_model", "gpu_memory_mb"];
-    move || {
-        let messages: Vec<String> = match value() {
-            Some(Err(AppError::Validation(errors))) => errors
-                .into_iter()
-                .filter(|e| e.field == "nodes")
-                .map(|e| e.message)
-                .filter(|m| match about {
-                    Some(word) => m.starts_with(word),
-                    None => !ABOUT.iter().any(|word| m.starts_with(word)),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        (!messages.is_empty()).then(|| {
-            view! {
-                <div data-field-error=about.map(|a| format!("nodes.{a}")).unwrap_or_else(|| "nodes".into())>
-                    {messages.into_iter().map(|m| view! { <p class="mt-1 text-xs text-red-700">{m}</p> }).collect_view()}
-                </div>
-            }
-        })
     }
 }

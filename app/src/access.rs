@@ -56,6 +56,11 @@ pub fn navigation(me: &Me) -> Vec<(&'static str, &'static str)> {
     if allowed(me, Action::ViewPolicy) {
         items.push(("/policy", "Policy Manager"));
     }
+    // Everyone sees history and the catalog, within what they may see.
+    items.push(("/history", "History"));
+    if allowed(me, Action::ViewDirectory) {
+        items.push(("/catalog", "Catalog"));
+    }
     if allowed(me, Action::ManagePlatform) {
         items.push(("/platform", "Platform"));
     }
@@ -275,10 +280,21 @@ mod tests {
                 .map(|(_, l)| l)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(labels(&me(false, false)), ["Portal", "Jobs"]);
+        assert_eq!(
+            labels(&me(false, false)),
+            ["Portal", "Jobs", "History", "Catalog"]
+        );
         assert_eq!(
             labels(&me(true, false)),
-            ["Portal", "Jobs", "Policy Manager", "Audit", "Settings"]
+            [
+                "Portal",
+                "Jobs",
+                "Policy Manager",
+                "History",
+                "Catalog",
+                "Audit",
+                "Settings"
+            ]
         );
         assert_eq!(
             labels(&me(false, true)),
@@ -286,6 +302,8 @@ mod tests {
                 "Portal",
                 "Jobs",
                 "Policy Manager",
+                "History",
+                "Catalog",
                 "Platform",
                 "Audit",
                 "Settings"

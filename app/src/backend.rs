@@ -165,6 +165,80 @@ pub trait Backend: Send + Sync + 'static {
         p: &Principal,
         window: HistoryWindow,
     ) -> Result<History, AppError>;
+
+    // ---- directory: edit and delete ----
+    async fn get_user(&self, p: &Principal, id: &str) -> Result<User, AppError>;
+    async fn update_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateUser,
+    ) -> Result<User, AppError>;
+    async fn delete_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+    async fn update_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateGroup,
+    ) -> Result<Group, AppError>;
+    async fn delete_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+
+    // ---- access rules ----
+    async fn create_rule(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateAccessRule,
+    ) -> Result<AccessRule, AppError>;
+    async fn delete_rule(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+
+    // ---- catalog: projects, models, datasets ----
+    /// The caller's projects, the models and datasets they may see, and the access rules
+    /// that name any of them (who may use what).
+    async fn catalog(&self, p: &Principal) -> Result<Catalog, AppError>;
+    async fn create_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateProject,
+    ) -> Result<Project, AppError>;
+    async fn delete_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
+    async fn create_asset(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        kind: ResourceKind,
+        input: CreateAsset,
+    ) -> Result<Asset, AppError>;
+    async fn delete_asset(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        kind: ResourceKind,
+        id: &str,
+    ) -> Result<(), AppError>;
 }
 
 /// How the backend is stored in the Leptos context.

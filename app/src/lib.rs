@@ -86,6 +86,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings") view=|| view! { <Gate path="/settings"><SettingsPage/></Gate> } ssr=SsrMode::Async/>
                     <Route path=path!("/settings/groups/:id") view=|| view! { <Gate path="/settings"><GroupPage/></Gate> } ssr=SsrMode::Async/>
                     <Route path=path!("/settings/sso") view=|| view! { <Gate path="/settings"><SsoSettingsPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/catalog") view=CatalogPage ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/users/:id") view=|| view! { <Gate path="/settings"><UserPage/></Gate> } ssr=SsrMode::Async/>
                     <Route path=path!("/settings/users/:id/access") view=|| view! { <Gate path="/settings"><UserAccessPage/></Gate> } ssr=SsrMode::Async/>
                 </ParentRoute>
             </Routes>

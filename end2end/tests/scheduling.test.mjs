@@ -58,15 +58,19 @@ test('a builder submits a job, reads why it waits, aborts it, and follows a job 
   await page.waitForSelector(`[data-job="${name}"]`);
   await hydrated(page);
 
-  // Abort it: it ends at once, without a page reload.
+  // Abort it: the row's Abort asks first, on the job's page; it ends at once, without a
+  // page reload.
   await page.evaluate(() => { window.__noReload = true; });
-  await row.locator('button:has-text("Abort")').click();
-  await page.waitForSelector(`[data-job="${name}"] [data-state=aborted]`);
+  await row.locator('a:has-text("Abort")').click();
+  await page.waitForSelector('[data-testid=abort-confirm]');
+  assert.match(await page.textContent('[data-testid=abort-confirm]'), new RegExp(`Abort ${name}\\?`));
+  await page.click('button:has-text("Yes, abort it")');
+  await page.waitForSelector('h1 ~ [data-state=aborted], [data-state=aborted]');
   assert.equal(await page.evaluate(() => window.__noReload), true);
 
   // Its page shows the history.
-  await page.click(`a:has-text("${name}")`);
   await page.waitForSelector('[data-testid=events-table]');
+  await page.waitForFunction(() => /aborted by bob/.test(document.querySelector('[data-testid=events-table]').textContent));
   const history = await page.textContent('[data-testid=events-table]');
   assert.match(history, /submitted/);
   assert.match(history, /aborted by bob/);
@@ -98,6 +102,15 @@ test('inference reclaims its reservation: the Policy Manager shows borrowing, th
   const groups = await page.textContent('[data-testid=groups-table]');
   assert.match(groups, /inference/);
   await shot(page, 'policy-manager');
+  // Each preemption links to its jobs: the preempted one's page tells its preemption.
+  const victim = page.locator('[data-testid=preemptions-table] tbody tr').first().locator('a[title="The preempted job"]');
+  const href = await victim.getAttribute('href');
+  assert.match(href, /^\/portal\/jobs\/.+/);
+  const jobPage = await context.newPage();
+  await jobPage.goto(`${BASE}${href}`);
+  await jobPage.waitForSelector('[data-testid=events-table]');
+  assert.match(await jobPage.textContent('[data-testid=events-table]'), /preempt/);
+  await jobPage.close();
 
   // Editing: a limit below the reservation is refused at the field.
   await page.selectOption('#policy-group', { label: 'data-eng' });
@@ -119,7 +132,7 @@ test('the preempted job was checkpointed, requeued and says why it waits', async
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid=jobs-table] tr')]
     .some(r => /resnet/.test(r.textContent) && r.children[5]?.textContent.trim() === '1'), null, { timeout: 30000 });
   const resumed = page.locator('[data-testid=jobs-table] tr', { hasText: 'resnet' }).filter({ has: page.locator('td:nth-child(6):text-is("1")') }).first();
-  await resumed.locator('a').click();
+  await resumed.locator('td:first-child a').click();
   await page.waitForSelector('[data-testid=events-table]');
   const history = await page.textContent('[data-testid=events-table]');
   assert.match(history, /preempting/);

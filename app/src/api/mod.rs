@@ -23,12 +23,16 @@ use crate::model::{
     SessionInfo, SignInOptions, SignInSettings, Tenant, TenantSummary, User, UserAccess,
 };
 
+mod catalog;
+mod directory;
 pub mod history;
 mod identity;
 mod policy;
 mod scheduling;
 mod sso;
 
+pub use catalog::*;
+pub use directory::*;
 pub use identity::*;
 pub use policy::*;
 pub use scheduling::*;

@@ -93,3 +93,16 @@ pub struct UserAccess {
     pub groups: Vec<String>,
     pub grants: Vec<Grant>,
 }
+
+/// The catalog page: projects, the models and datasets the caller may see, and who may use
+/// them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Catalog {
+    pub projects: Vec<Project>,
+    pub models: Vec<Asset>,
+    pub datasets: Vec<Asset>,
+    /// Every access rule of the tenant (tenant admins only; empty for members).
+    pub rules: Vec<AccessRule>,
+    /// Whether the caller manages the directory (creates and deletes projects, rules).
+    pub admin: bool,
+}

@@ -1,9 +1,15 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::api::{load_group, AddMember, RemoveMember};
-use crate::form::{done, echo_selected};
+use crate::api::{
+    load_catalog, load_group, AddMember, CreateRuleForm, DeleteGroupForm, DeleteRuleForm,
+    RemoveMember, UpdateGroupForm,
+};
+use crate::form::{done, echo_or, echo_selected};
+use crate::model::Group;
+use crate::pages::confirm::confirm_delete;
+use crate::pages::rules::RulesCard;
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -14,10 +20,25 @@ pub fn GroupPage() -> impl IntoView {
     let id = move || params.read().get("id").unwrap_or_default();
     let add = ServerAction::<AddMember>::new();
     let remove = ServerAction::<RemoveMember>::new();
+    let update = ServerAction::<UpdateGroupForm>::new();
+    let delete = ServerAction::<DeleteGroupForm>::new();
+    let add_rule = ServerAction::<CreateRuleForm>::new();
+    let delete_rule = ServerAction::<DeleteRuleForm>::new();
     let detail = Resource::new(
-        move || (id(), add.version().get(), remove.version().get()),
-        |(id, _, _)| load_group(id),
+        move || {
+            (
+                id(),
+                add.version().get()
+                    + remove.version().get()
+                    + update.version().get()
+                    + add_rule.version().get()
+                    + delete_rule.version().get(),
+            )
+        },
+        |(id, _)| load_group(id),
     );
+    let catalog = Resource::new(|| (), |_| load_catalog());
+    let deleted = done(delete);
     let add_value = move || add.value().get();
     let remove_value = move || remove.value().get();
     let added = done(add);
@@ -28,11 +49,21 @@ pub fn GroupPage() -> impl IntoView {
         <a href="/settings" class="text-sm text-indigo-700 hover:underline">"← Users and groups"</a>
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
+                if deleted() {
+                    return view! {
+                        <p role="status" class="mt-4 text-sm text-emerald-700" data-testid="group-deleted">
+                            "The group was deleted: its members lost what it granted them."
+                        </p>
+                    }
+                    .into_any();
+                }
+                let catalog = catalog.await.unwrap_or_default();
                 match detail.await {
                     Err(e) => view! { <div class="mt-4"><ErrorBanner error=e/></div> }.into_any(),
                     Ok(d) => {
                         let group_id = d.group.id.clone();
                         let gid_add = group_id.clone();
+                        let gid_rules = group_id.clone();
                         view! {
                             <div class="mb-6 mt-2">
                                 <h1 class="text-2xl font-semibold tracking-tight" data-testid="group-name">{d.group.name.clone()}</h1>
@@ -79,36 +110,10 @@ pub fn GroupPage() -> impl IntoView {
                                         {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Member removed."</p> })}
                                     </Card>
                                     <div class="mt-6">
-                                        <Card title="Access rules">
-                                            {if d.rules.is_empty() {
-                                                view! { <p class="text-sm text-slate-600">"No access rules: members use the group's queues only. Rules are managed through /api/v1/access-rules."</p> }.into_any()
-                                            } else {
-                                                view! {
-                                                    <table class=TABLE data-testid="rules-table">
-                                                        <thead><tr><th class=TH>"Permission"</th><th class=TH>"On"</th><th class=TH>"Scope"</th><th class=TH>"Since"</th></tr></thead>
-                                                        <tbody class="divide-y divide-slate-100">
-                                                            {d.rules.into_iter().map(|r| {
-                                                                let scope = match (&r.resource_id, &r.project_id) {
-                                                                    (Some(id), _) => format!("one: {id}"),
-                                                                    (None, Some(p)) => format!("project subtree: {p}"),
-                                                                    (None, None) => "all".to_string(),
-                                                                };
-                                                                view! {
-                                                                    <tr>
-                                                                        <td class=format!("{TD} font-medium")>{r.permission.as_str()}</td>
-                                                                        <td class=TD>{format!("{}s", r.resource_kind.as_str())}</td>
-                                                                        <td class=format!("{TD} font-mono text-xs")>{scope}</td>
-                                                                        <td class=format!("{TD} text-slate-500")>{format_ms(r.created_at)}</td>
-                                                                    </tr>
-                                                                }
-                                                            }).collect_view()}
-                                                        </tbody>
-                                                    </table>
-                                                }.into_any()
-                                            }}
-                                        </Card>
+                                        <RulesCard group_id=gid_rules rules=d.rules catalog=catalog add=add_rule delete=delete_rule/>
                                     </div>
                                 </div>
+                                <div class="flex min-w-0 flex-col gap-6">
                                 <Card title="Add a member">
                                     {if d.candidates.is_empty() {
                                         view! { <p class="text-sm text-slate-600">"Every user of the tenant is already a member."</p> }.into_any()
@@ -133,11 +138,59 @@ pub fn GroupPage() -> impl IntoView {
                                         }.into_any()
                                     }}
                                 </Card>
+                                <GroupSettings group=d.group.clone() update=update delete=delete/>
+                                </div>
                             </div>
                         }.into_any()
                     }
                 }
             })}
         </Transition>
+    }
+}
+
+/// The group's name and description, and deleting it (confirmed).
+#[component]
+fn GroupSettings(
+    group: Group,
+    update: ServerAction<UpdateGroupForm>,
+    delete: ServerAction<DeleteGroupForm>,
+) -> impl IntoView {
+    let query = use_query_map();
+    let confirming = move || query.with(|q| q.get_str("confirm") == Some("group"));
+    let value = move || update.value().get();
+    let delete_value = move || delete.value().get();
+    let saved = done(update);
+    let (id, id2) = (group.id.clone(), group.id.clone());
+    let label = format!("group {}", group.name);
+    let here = format!("/settings/groups/{}", group.id);
+    view! {
+        <Card title="Name and description">
+            <ActionForm action=update>
+                <CsrfField/>
+                <input type="hidden" name="id" value=id/>
+                <label class=LABEL for="group-edit-name">"Name"</label>
+                <input id="group-edit-name" name="name" class=INPUT required value={echo_or::<UpdateGroupForm>("name", &group.name)}/>
+                {field_error(value, "name")}
+                <label class=format!("{LABEL} mt-3") for="group-edit-description">"Description"</label>
+                <input id="group-edit-description" name="description" class=INPUT value={echo_or::<UpdateGroupForm>("description", &group.description)}/>
+                {field_error(value, "description")}
+                <div class="mt-4 flex items-center gap-4">
+                    <button type="submit" class=BUTTON>"Save"</button>
+                    {move || saved().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Saved."</span> })}
+                </div>
+                <div class="mt-3">{form_error(value)}</div>
+            </ActionForm>
+            <div class="mt-6 border-t border-slate-100 pt-4">
+                {move || if confirming() {
+                    confirm_delete!(delete, id2.clone(), label.clone(), here.clone(), delete_value)
+                } else {
+                    view! {
+                        <p class="text-sm text-slate-600">"Deleting the group takes from its members everything it granted: queues, rules."</p>
+                        <a class=format!("mt-3 inline-block {BUTTON_SMALL_DANGER}") href="?confirm=group" data-testid="delete-group">"Delete group…"</a>
+                    }.into_any()
+                }}
+            </div>
+        </Card>
     }
 }

@@ -2,7 +2,9 @@
 
 mod access;
 mod audit;
+mod catalog;
 mod chart;
+pub(crate) mod confirm;
 mod group;
 mod history;
 mod jobs;
@@ -10,12 +12,15 @@ mod login;
 mod platform;
 mod policy;
 mod portal;
+mod rules;
 mod settings;
 mod shell;
 mod sso;
+mod user;
 
 pub use access::UserAccessPage;
 pub use audit::AuditPage;
+pub use catalog::CatalogPage;
 pub use group::GroupPage;
 pub use history::HistoryPage;
 pub use jobs::JobsPage;
@@ -26,3 +31,4 @@ pub use portal::{JobPage, PortalPage};
 pub use settings::SettingsPage;
 pub use shell::{Gate, NotFound, Shell};
 pub use sso::SsoSettingsPage;
+pub use user::UserPage;

@@ -44,10 +44,9 @@ fn StateBadge(state: JobState, stop: Option<StopReason>) -> impl IntoView {
 #[component]
 pub fn PortalPage() -> impl IntoView {
     let submit = ServerAction::<SubmitJobForm>::new();
-    let abort = ServerAction::<AbortJobForm>::new();
     let tick = live_tick(2);
     let data = Resource::new(
-        move || (submit.version().get(), abort.version().get(), tick.get()),
+        move || (submit.version().get(), tick.get()),
         |_| load_portal(),
     );
     view! {
@@ -56,7 +55,7 @@ pub fn PortalPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(d) => view! { <Portal d=d submit abort/> }.into_any(),
+                    Ok(d) => view! { <Portal d=d submit/> }.into_any(),
                     Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
                 }
             })}
@@ -65,13 +64,8 @@ pub fn PortalPage() -> impl IntoView {
 }
 
 #[component]
-fn Portal(
-    d: PortalOverview,
-    submit: ServerAction<SubmitJobForm>,
-    abort: ServerAction<AbortJobForm>,
-) -> impl IntoView {
+fn Portal(d: PortalOverview, submit: ServerAction<SubmitJobForm>) -> impl IntoView {
     let submit_v = move || submit.value().get();
-    let abort_v = move || abort.value().get();
     let submitted = done(submit);
     let mut classes: Vec<String> = Vec::new();
     for q in &d.queues {
@@ -97,13 +91,12 @@ fn Portal(
                                     <th class=TH>"Resumed"</th><th class=TH>"Submitted"</th><th class=TH></th>
                                 </tr></thead>
                                 <tbody class="divide-y divide-slate-100">
-                                    {d.jobs.into_iter().map(|j| view! { <JobRow j=j abort/> }).collect_view()}
+                                    {d.jobs.into_iter().map(|j| view! { <JobRow j=j/> }).collect_view()}
                                 </tbody>
                             </table>
                             </div>
                         }.into_any()
                     }}
-                    <div class="mt-3">{form_error(abort_v)}</div>
                 </Card>
                 <Card title="My groups' GPU quota">
                     {if d.groups.is_empty() {
@@ -229,7 +222,7 @@ fn Portal(
 }
 
 #[component]
-fn JobRow(j: Job, abort: ServerAction<AbortJobForm>) -> impl IntoView {
+fn JobRow(j: Job) -> impl IntoView {
     let live = j.state.is_live() && j.stop_reason != Some(StopReason::Abort);
     let place = if j.state == JobState::Queued {
         j.wait_reason
@@ -258,12 +251,9 @@ fn JobRow(j: Job, abort: ServerAction<AbortJobForm>) -> impl IntoView {
             <td class=TD>{j.resume_count}</td>
             <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(j.submitted_at)}</td>
             <td class=format!("{TD} text-right")>
+                // Abort asks first, on the job's page (`?confirm=abort`).
                 {live.then(|| view! {
-                    <ActionForm action=abort>
-                        <CsrfField/>
-                        <input type="hidden" name="job_id" value=job_id.clone()/>
-                        <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Abort {job_name}")>"Abort"</button>
-                    </ActionForm>
+                    <a class=BUTTON_SMALL_DANGER href=format!("/portal/jobs/{job_id}?confirm=abort") aria-label=format!("Abort {job_name}")>"Abort"</a>
                 })}
             </td>
         </tr>

@@ -49,7 +49,9 @@ fn UsersCard() -> impl IntoView {
                                 <tbody class="divide-y divide-slate-100">
                                     {list.into_iter().map(|u| view! {
                                         <tr>
-                                            <td class=format!("{TD} font-mono")>{u.username}</td>
+                                            <td class=format!("{TD} font-mono")>
+                                                <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}", u.id) title="Edit, disable, reset password or delete">{u.username}</a>
+                                            </td>
                                             <td class=TD>{u.display_name}</td>
                                             <td class=TD>{if u.is_platform_admin { "platform admin" } else if u.is_tenant_admin { "admin" } else { "member" }}
                                                 {u.disabled.then_some(" (disabled)")}</td>

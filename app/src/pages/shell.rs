@@ -41,16 +41,7 @@ pub fn Shell() -> impl IntoView {
 
 #[component]
 fn Nav(session: SessionInfo) -> impl IntoView {
-    let mut items = navigation(&session.me);
-    // History: everyone sees it within what they may see (members, their groups), after the
-    // Policy Manager, or after the jobs for members.
-    let after = ["/policy", "/jobs"]
-        .iter()
-        .find_map(|h| items.iter().position(|(x, _)| x == h));
-    items.insert(
-        after.map_or(items.len(), |i| i + 1),
-        ("/history", "History"),
-    );
+    let items = navigation(&session.me);
     let me = session.me;
     view! {
         <nav class="order-last flex w-full flex-wrap items-center gap-1 text-sm sm:order-none sm:w-auto" aria-label="Main">

@@ -19,7 +19,16 @@ use crate::state::AppState;
 pub const SESSION_COOKIE: &str = "sy_session";
 
 /// Pages that need a signed-in user (others: login, static files, API, health).
-const PAGE_PREFIXES: [&str; 5] = ["/portal", "/policy", "/platform", "/audit", "/settings"];
+const PAGE_PREFIXES: [&str; 8] = [
+    "/portal",
+    "/jobs",
+    "/history",
+    "/catalog",
+    "/policy",
+    "/platform",
+    "/audit",
+    "/settings",
+];
 
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers

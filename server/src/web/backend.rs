@@ -4,6 +4,7 @@ use app::backend::Backend;
 use app::error::AppError;
 use app::model::*;
 
+use crate::catalog;
 use crate::identity::directory::{self as dir, ListParams};
 use crate::policy as res;
 use crate::scheduler::jobs;
@@ -322,5 +323,115 @@ impl Backend for WebBackend {
     ) -> Result<History, AppError> {
         let store = &self.state.store;
         Ok(crate::scheduler::history::read::history(store, p, window, store.now()).await?)
+    }
+
+    // ---- directory: edit and delete ----
+    async fn get_user(&self, p: &Principal, id: &str) -> Result<User, AppError> {
+        Ok(dir::get_user(&self.state.store, p, id).await?)
+    }
+    async fn update_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateUser,
+    ) -> Result<User, AppError> {
+        Ok(dir::update_user(&self.state.store, p, meta, id, input).await?)
+    }
+    async fn delete_user(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(dir::delete_user(&self.state.store, p, meta, id).await?)
+    }
+    async fn update_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateGroup,
+    ) -> Result<Group, AppError> {
+        Ok(dir::update_group(&self.state.store, p, meta, id, input).await?)
+    }
+    async fn delete_group(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(dir::delete_group(&self.state.store, p, meta, id).await?)
+    }
+
+    // ---- access rules ----
+    async fn create_rule(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateAccessRule,
+    ) -> Result<AccessRule, AppError> {
+        Ok(crate::access::create_rule(&self.state.store, p, meta, input).await?)
+    }
+    async fn delete_rule(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(crate::access::delete_rule(&self.state.store, p, meta, id).await?)
+    }
+
+    // ---- catalog ----
+    async fn catalog(&self, p: &Principal) -> Result<Catalog, AppError> {
+        let store = &self.state.store;
+        let admin = app::access::allowed(&p.me, app::access::Action::ManageDirectory);
+        Ok(Catalog {
+            projects: dir::list_projects(store, p, &ListParams::all())
+                .await?
+                .items,
+            models: catalog::list_assets(store, p, ResourceKind::Model).await?,
+            datasets: catalog::list_assets(store, p, ResourceKind::Dataset).await?,
+            rules: if admin {
+                crate::access::list_rules(store, p).await?
+            } else {
+                Vec::new()
+            },
+            admin,
+        })
+    }
+    async fn create_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        input: CreateProject,
+    ) -> Result<Project, AppError> {
+        Ok(dir::create_project(&self.state.store, p, meta, input).await?)
+    }
+    async fn delete_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(dir::delete_project(&self.state.store, p, meta, id).await?)
+    }
+    async fn create_asset(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        kind: ResourceKind,
+        input: CreateAsset,
+    ) -> Result<Asset, AppError> {
+        Ok(catalog::create_asset(&self.state.store, p, meta, kind, input).await?)
+    }
+    async fn delete_asset(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        kind: ResourceKind,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(catalog::delete_asset(&self.state.store, p, meta, kind, id).await?)
     }
 }

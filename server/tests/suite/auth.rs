@@ -293,6 +293,27 @@ async fn session_cookie_needs_csrf_for_api_writes(kind: Kind) {
         .to_str()
         .unwrap()
         .starts_with("/login?next="));
+    // Every page of the console sends a signed-out visitor to the sign-in page, and back.
+    for page in [
+        "/portal",
+        "/jobs",
+        "/history",
+        "/catalog",
+        "/policy",
+        "/platform",
+        "/audit",
+        "/settings/users/x",
+    ] {
+        let anon = app
+            .raw(Request::get(page).body(Body::empty()).unwrap())
+            .await;
+        assert_eq!(anon.status, StatusCode::SEE_OTHER, "{page}");
+        assert_eq!(
+            anon.headers[header::LOCATION].to_str().unwrap(),
+            format!("/login?next={}", page.replace('/', "%2F")),
+            "{page}"
+        );
+    }
     app.finish().await;
 }
 

@@ -18,7 +18,6 @@ use crate::ui::*;
 use crate::SessionResource;
 
 mod create;
-mod delete;
 mod edit;
 mod objects;
 
@@ -343,8 +342,8 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                                     <tr>
                                         <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(x.at)}</td>
                                         <td class=TD>{x.pool_name.clone()}</td>
-                                        <td class=TD>{x.victim_group.clone()}</td>
-                                        <td class=TD>{x.for_group.clone()}</td>
+                                        <td class=TD>{job_link(&x.victim_job_id, &x.victim_group, "preempted job")}</td>
+                                        <td class=TD>{job_link(&x.for_job_id, &x.for_group, "job it made room for")}</td>
                                         <td class=TD>{gpus(x.gpu_milli)}</td>
                                         <td class=format!("{TD} min-w-64 text-slate-600")>{x.reason.clone()}</td>
                                     </tr>
@@ -356,5 +355,18 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
             </Card>
             </div>
         </div>
+    }
+}
+
+/// A preemption's group, linked to its job's page when the job is the viewer's (another
+/// organization's job has no id here).
+fn job_link(job_id: &str, group: &str, what: &str) -> AnyView {
+    if job_id.is_empty() {
+        view! { <span>{group.to_string()}</span> }.into_any()
+    } else {
+        view! {
+            <a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{job_id}") title=format!("The {what}")>{group.to_string()}</a>
+        }
+        .into_any()
     }
 }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::{delete::confirm_delete, duration, edit, gpus, Actions};
+use super::{duration, edit, gpus, Actions};
 use crate::api::{DeletePolicyForm, DeletePoolForm, DeleteProfileForm, DeleteQueueForm};
 use crate::form::done;
 use crate::model::{PolicyConfig, Pool};
+use crate::pages::confirm::confirm_delete;
 use crate::ui::*;
 
 /// What the query opens: an edit form or a delete confirmation, of one object.

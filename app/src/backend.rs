@@ -100,8 +100,21 @@ pub trait Backend: Send + Sync + 'static {
         input: SaveIdentityProvider,
     ) -> Result<IdentityProvider, AppError>;
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError>;
+    async fn update_idp(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: SaveIdentityProvider,
+    ) -> Result<IdentityProvider, AppError>;
     async fn delete_idp(&self, p: &Principal, meta: &RequestMeta, id: &str)
         -> Result<(), AppError>;
+    /// When the tenant's SCIM token was issued (`None`: there is none).
+    async fn scim_token_issued_at(&self, p: &Principal) -> Result<Option<i64>, AppError>;
+    /// A new SCIM token, replacing the tenant's current one; shown once.
+    async fn issue_scim_token(&self, p: &Principal, meta: &RequestMeta)
+        -> Result<String, AppError>;
+    async fn revoke_scim_token(&self, p: &Principal, meta: &RequestMeta) -> Result<(), AppError>;
     async fn set_sign_in_settings(
         &self,
         p: &Principal,

@@ -96,7 +96,7 @@ pub fn PageHeader(title: &'static str, #[prop(optional)] subtitle: &'static str)
 }
 
 #[component]
-pub fn Card(title: &'static str, children: Children) -> impl IntoView {
+pub fn Card(#[prop(into)] title: String, children: Children) -> impl IntoView {
     view! {
         <section class="min-w-0 rounded-lg border border-slate-200 bg-white shadow-sm">
             <h2 class="border-b border-slate-100 px-4 py-3 text-sm font-semibold text-slate-700 sm:px-5">{title}</h2>

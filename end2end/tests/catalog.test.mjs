@@ -32,6 +32,11 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   assert.ok(at('vision-detection')[1] > at('vision')[1], 'vision-detection is indented under vision');
   assert.ok(items.indexOf(at('vision-detection')) === items.indexOf(at('vision')) + 1, 'and follows it');
 
+  // The demo's catalog: research may use the models of llm-finetune, inference those of
+  // vision-detection.
+  assert.match(await modelRow(page, 'llama-3.1-8b-instruct').textContent(), /llm-finetune.*hf:\/\/meta-llama.*ml-research \(use\)/);
+  assert.match(await modelRow(page, 'yolov8-detector').textContent(), /inference \(use\)/);
+
   // A project of our own under vision, and a model in it.
   const project = unique('e2e-proj');
   await page.fill('#project-name', project);
@@ -73,6 +78,10 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   await bob.waitForSelector(`[data-testid=models-table] >> text=${model}`);
   const seen = await bob.locator('[data-testid=models-table] tbody tr', { hasText: model }).first().textContent();
   assert.match(seen, /use/);
+  // Datasets no group of bob's may use are not listed to him (data-eng's), those research
+  // may use are.
+  assert.equal(await bob.locator('[data-testid=datasets-table] td:text-is("support-chats-2026")').count(), 0);
+  assert.equal(await bob.locator('[data-testid=datasets-table] td:text-is("coco-2017")').count(), 1);
   assert.equal(await bob.locator('[data-testid=models-table] a:has-text("Delete")').count(), 0);
   assert.equal(await bob.locator('th:has-text("Groups that may use it")').count(), 0);
   assert.equal(await bob.locator('#project-name').count(), 0);

@@ -186,3 +186,32 @@ test('the jobs list searches, filters and pages: an admin over the tenant, a mem
   assert.ok(own.length > 0 && own.every(u => u === 'bob'), own.join(','));
   await member.close();
 });
+
+test('a queue\'s waiting count opens its waiting order, place by place, page after page (the integration suite checks each place against the job\'s own)', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'alice');
+  await page.goto(`${BASE}/policy`);
+  await page.waitForSelector('[data-testid=queues-table]');
+  // The queue with the most waiting jobs (the demo's data-eng waits at its limit).
+  const links = page.locator('[data-testid=queues-table] a[href*="sort=queue"]');
+  const counts = await links.allTextContents();
+  const most = counts.map(Number).reduce((best, n, i, all) => (n > all[best] ? i : best), 0);
+  const waiting = Number(counts[most]);
+  assert.ok(waiting >= 2, `a queue with jobs waiting: ${counts}`);
+  const href = await links.nth(most).getAttribute('href');
+  await page.goto(`${BASE}${href}&limit=1`);
+  await page.waitForSelector('[data-testid=queue-order]');
+  assert.deepEqual(await page.locator('[data-testid=place]').allTextContents(), ['1']);
+  assert.ok((await page.locator('[data-testid=all-jobs-table] td[data-state]').allTextContents()).every((s) => /queued|preempted/.test(s)));
+  const firstJob = await page.locator('[data-testid=all-jobs-table] tbody tr').first().getAttribute('data-job');
+  await page.click('[data-testid=older-jobs]');
+  await page.waitForURL(/from=1/);
+  await page.waitForSelector('[data-testid=place]');
+  assert.deepEqual(await page.locator('[data-testid=place]').allTextContents(), ['2']);
+  assert.notEqual(await page.locator('[data-testid=all-jobs-table] tbody tr').first().getAttribute('data-job'), firstJob);
+  await page.goto(`${BASE}${href}`);
+  await page.waitForSelector('[data-testid=queue-order]');
+  await shot(page, 'queue-order');
+  await context.close();
+});

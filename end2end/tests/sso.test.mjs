@@ -181,7 +181,7 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   assert.match(await page.textContent('[data-field-error="oidc.issuer"]'), /https/);
   await shot(page, 'sso-settings');
 
-  // A provider no longer wanted is removed from its row.
+  // A provider no longer wanted is removed from its row, after a confirmation.
   const doomed = unique('old');
   const made = await api('POST', '/idp', {
     name: doomed, display_name: 'Old SSO', kind: 'oidc',
@@ -190,7 +190,8 @@ test('a tenant admin sees the providers, tests a connection and gets field error
   assert.equal(made.status, 201, JSON.stringify(made.body));
   await page.reload();
   await hydrated(page);
-  await page.click(`[data-idp="${doomed}"] button:has-text("Remove")`);
+  await page.click(`[data-idp="${doomed}"] a:has-text("Remove")`);
+  await page.click('button:has-text("Delete provider Old SSO")');
   await page.waitForSelector(`[data-idp="${doomed}"]`, { state: 'detached' });
   assert.ok(!(await api('GET', '/idp')).body.some((p) => p.name === doomed), 'gone from the API too');
 

@@ -31,12 +31,60 @@ fn opt(s: String) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
-/// Add an OIDC provider from the settings page.
+/// What a provider's form starts from: nothing for a new one (`id` empty), or the provider as
+/// it is, so that settings the form does not show (scopes, claims, group mappings, e-mail
+/// domains; made through the API) are kept. The stored secret is kept unless a new one is typed.
+#[cfg(feature = "ssr")]
+async fn base(c: &ctx::Call, id: &str, kind: &str) -> Result<SaveIdentityProvider, AppError> {
+    if id.is_empty() {
+        return Ok(SaveIdentityProvider {
+            kind: kind.into(),
+            ..Default::default()
+        });
+    }
+    let p = c
+        .backend
+        .list_idps(&c.principal)
+        .await?
+        .into_iter()
+        .find(|p| p.id == id)
+        .ok_or(AppError::NotFound)?;
+    Ok(SaveIdentityProvider {
+        name: p.name,
+        display_name: p.display_name,
+        kind: p.kind.as_str().into(),
+        enabled: p.enabled,
+        oidc: p.oidc,
+        ldap: p.ldap,
+        saml: p.saml,
+        client_secret: None,
+        sync: p.sync,
+        allowed_email_domains: p.allowed_email_domains,
+    })
+}
+
+/// Creates the provider (`id` empty) or saves the edited one.
+#[cfg(feature = "ssr")]
+async fn save(
+    c: &ctx::Call,
+    id: &str,
+    input: SaveIdentityProvider,
+) -> Result<IdentityProvider, AppError> {
+    if id.is_empty() {
+        c.backend.create_idp(&c.principal, &c.meta, input).await
+    } else {
+        c.backend.update_idp(&c.principal, &c.meta, id, input).await
+    }
+}
+
+/// Add an OIDC provider from the settings page, or edit one (`id`).
 #[server(prefix = "/_sf", endpoint = "idp/oidc")]
 pub async fn create_oidc_idp(
     csrf: String,
+    id: String,
     name: String,
     display_name: String,
+    enabled: Option<String>,
     issuer: String,
     client_id: String,
     client_secret: String,
@@ -44,37 +92,37 @@ pub async fn create_oidc_idp(
     required_groups: String,
 ) -> Result<IdentityProvider, AppError> {
     ctx::writing(&csrf, move |c| async move {
+        let b = base(&c, &id, "oidc").await?;
         let input = SaveIdentityProvider {
             name,
             display_name,
-            kind: "oidc".into(),
-            enabled: true,
+            enabled: enabled.is_some(),
             oidc: Some(OidcSettings {
                 issuer: issuer.trim().to_string(),
                 client_id,
                 groups_claim: opt(groups_claim),
-                ..Default::default()
+                ..b.oidc.clone().unwrap_or_default()
             }),
-            ldap: None,
-            saml: None,
             client_secret: opt(client_secret),
             sync: GroupSync {
                 required_groups: lines(&required_groups),
-                ..Default::default()
+                ..b.sync.clone()
             },
-            allowed_email_domains: Vec::new(),
+            ..b
         };
-        c.backend.create_idp(&c.principal, &c.meta, input).await
+        save(&c, &id, input).await
     })
     .await
 }
 
-/// Add an LDAP directory from the settings page.
+/// Add an LDAP directory from the settings page, or edit one (`id`).
 #[server(prefix = "/_sf", endpoint = "idp/ldap")]
 pub async fn create_ldap_idp(
     csrf: String,
+    id: String,
     name: String,
     display_name: String,
+    enabled: Option<String>,
     url: String,
     start_tls: Option<String>,
     user_dn_template: String,
@@ -85,12 +133,11 @@ pub async fn create_ldap_idp(
     group_base_dn: String,
 ) -> Result<IdentityProvider, AppError> {
     ctx::writing(&csrf, move |c| async move {
+        let b = base(&c, &id, "ldap").await?;
         let input = SaveIdentityProvider {
             name,
             display_name,
-            kind: "ldap".into(),
-            enabled: true,
-            oidc: None,
+            enabled: enabled.is_some(),
             ldap: Some(LdapSettings {
                 url: url.trim().to_string(),
                 start_tls: start_tls.is_some(),
@@ -99,53 +146,85 @@ pub async fn create_ldap_idp(
                 bind_dn: opt(bind_dn),
                 group_lookup: opt(group_lookup),
                 group_base_dn: opt(group_base_dn),
-                ..Default::default()
+                ..b.ldap.clone().unwrap_or_default()
             }),
-            saml: None,
             client_secret: opt(bind_password),
-            sync: GroupSync::default(),
-            allowed_email_domains: Vec::new(),
+            ..b
         };
-        c.backend.create_idp(&c.principal, &c.meta, input).await
+        save(&c, &id, input).await
     })
     .await
 }
 
-/// Add a SAML 2.0 identity provider from the settings page: its metadata by URL or pasted.
+/// Add a SAML 2.0 identity provider from the settings page (its metadata by URL or pasted),
+/// or edit one (`id`; both metadata fields empty keep the metadata it has).
 #[server(prefix = "/_sf", endpoint = "idp/saml")]
 pub async fn create_saml_idp(
     csrf: String,
+    id: String,
     name: String,
     display_name: String,
+    enabled: Option<String>,
     metadata_url: String,
     metadata_xml: String,
     groups_attribute: String,
     required_groups: String,
 ) -> Result<IdentityProvider, AppError> {
     ctx::writing(&csrf, move |c| async move {
+        let b = base(&c, &id, "saml").await?;
+        let current = b.saml.clone().unwrap_or_default();
+        let (url, xml) = match (opt(metadata_url), opt(metadata_xml)) {
+            (None, None) => (
+                current.idp_metadata_url.clone(),
+                current.idp_metadata_xml.clone(),
+            ),
+            given => given,
+        };
         let input = SaveIdentityProvider {
             name,
             display_name,
-            kind: "saml".into(),
-            enabled: true,
-            oidc: None,
-            ldap: None,
+            enabled: enabled.is_some(),
             saml: Some(SamlSettings {
-                idp_metadata_url: opt(metadata_url),
-                idp_metadata_xml: opt(metadata_xml),
+                idp_metadata_url: url,
+                idp_metadata_xml: xml,
                 groups_attribute: opt(groups_attribute),
-                ..Default::default()
+                ..current
             }),
             client_secret: None,
             sync: GroupSync {
                 required_groups: lines(&required_groups),
-                ..Default::default()
+                ..b.sync.clone()
             },
-            allowed_email_domains: Vec::new(),
+            ..b
         };
-        c.backend.create_idp(&c.principal, &c.meta, input).await
+        save(&c, &id, input).await
     })
     .await
+}
+
+/// Issue the tenant's SCIM token (replacing the one it has): shown once, here.
+#[server(prefix = "/_sf", endpoint = "scim/token")]
+pub async fn issue_scim_token_form(csrf: String) -> Result<String, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.issue_scim_token(&c.principal, &c.meta).await
+    })
+    .await
+}
+
+/// Revoke the tenant's SCIM token: provisioning stops at its next request.
+#[server(prefix = "/_sf", endpoint = "scim/revoke")]
+pub async fn revoke_scim_token_form(csrf: String, id: String) -> Result<(), AppError> {
+    let _ = id;
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.revoke_scim_token(&c.principal, &c.meta).await
+    })
+    .await
+}
+
+/// When the tenant's SCIM token was issued, if it has one.
+#[server(prefix = "/_sf", endpoint = "scim/status")]
+pub async fn load_scim_token() -> Result<Option<i64>, AppError> {
+    ctx::reading(|c| async move { c.backend.scim_token_issued_at(&c.principal).await }).await
 }
 
 /// Remove a provider: its links, sign-ins in flight and the memberships it manages go too.

@@ -47,15 +47,35 @@ pub fn JobsPage() -> impl IntoView {
     let jobs = Resource::new(filter, list_jobs);
     // The queues and groups the caller may narrow to (the portal's: an admin's are all).
     let choices = Resource::new(|| (), |_| load_portal());
-    let next_href = move |cursor: String| {
+    // Queue order of one queue's waiting jobs: each row gets its place in line; `from` is how
+    // many earlier pages showed.
+    let in_line = move || {
+        let q = query.read();
+        q.get_str("sort") == Some("queue")
+            && q.get_str("state") == Some("queued")
+            && q.get("queue_id").is_some_and(|v| !v.is_empty())
+    };
+    let from = move || {
+        query
+            .read()
+            .get("from")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let next_href = move |cursor: String, shown: usize| {
         let keys = [
             "state", "queue_id", "group_id", "user", "q", "within", "sort", "limit",
         ];
-        next_page_href("/jobs", &query.read(), &keys, &cursor)
+        let href = next_page_href("/jobs", &query.read(), &keys, &cursor);
+        if in_line() {
+            format!("{href}&from={}", from() + shown)
+        } else {
+            href
+        }
     };
     view! {
         <Title text="Jobs"/>
-        <PageHeader title="Jobs" subtitle="Newest first. Admins see every job of the organization; members see their own."/>
+        <PageHeader title="Jobs" subtitle="Newest first unless ordered otherwise. Admins see every job of the organization; members see their own."/>
         <form method="get" action="/jobs" class="mb-6 grid grid-cols-2 gap-3 rounded-lg border border-slate-200 bg-white p-4 shadow-sm md:grid-cols-4 xl:grid-cols-8">
             <div><label class=LABEL for="f-q">"Name contains"</label>
                 <input id="f-q" name="q" class=INPUT prop:value=move || get("q")/></div>
@@ -87,7 +107,7 @@ pub fn JobsPage() -> impl IntoView {
                 options=vec![("hour".into(), "last hour".into()), ("day".into(), "last day".into()), ("week".into(), "last week".into())]
                 current=get("within")/>
             <Choice id="f-sort" name="sort" label="Order" any="newest first"
-                options=vec![("oldest".into(), "oldest first".into())]
+                options=vec![("oldest".into(), "oldest first".into()), ("queue".into(), "queue order".into())]
                 current=get("sort")/>
             <div class="col-span-2 flex items-end gap-2 md:col-span-4 xl:col-span-8">
                 <button type="submit" class=BUTTON>"Filter"</button>
@@ -101,23 +121,40 @@ pub fn JobsPage() -> impl IntoView {
                     Ok(page) if page.items.is_empty() => view! {
                         <p class="text-sm text-slate-600" data-testid="no-jobs">"No jobs match."</p>
                     }.into_any(),
-                    Ok(page) => view! {
+                    Ok(page) => {
+                        let line = in_line();
+                        let first = from();
+                        let shown = page.items.len();
+                        let more = match get("sort").as_str() {
+                            "queue" => "Next in line →",
+                            "oldest" => "Newer jobs →",
+                            _ => "Older jobs →",
+                        };
+                        view! {
+                        {line.then(|| view! {
+                            <p class="mb-3 text-sm text-slate-600" data-testid="queue-order">"Waiting jobs of this queue in the order the scheduler takes them: priority class first, then the time they were submitted. A job starts when its group's quota and the pools' free GPUs allow; the first in line is the next considered."</p>
+                        })}
                         <div class="overflow-x-auto rounded-lg border border-slate-200 bg-white shadow-sm">
                             <table class=TABLE data-testid="all-jobs-table">
                                 <thead class="bg-slate-50"><tr>
+                                    {line.then(|| view! { <th class=TH>"#"</th> })}
                                     <th class=TH>"Name"</th><th class=TH>"State"</th><th class=TH>"User"</th>
                                     <th class=TH>"Queue"</th><th class=TH>"GPUs"</th><th class=TH>"Submitted"</th>
                                     <th class=TH>"Ran for"</th><th class=TH>"Why it waits"</th>
                                 </tr></thead>
                                 <tbody class="divide-y divide-slate-100">
-                                    {page.items.into_iter().map(|j| view! { <JobRow j/> }).collect_view()}
+                                    {page.items.into_iter().enumerate().map(|(i, j)| {
+                                        let place = line.then_some(first + i + 1);
+                                        view! { <JobRow j place/> }
+                                    }).collect_view()}
                                 </tbody>
                             </table>
                         </div>
                         {page.next_cursor.map(|c| view! {
-                            <a class="mt-4 inline-block text-sm text-indigo-700 hover:underline" href=next_href(c) data-testid="older-jobs">"Older jobs →"</a>
+                            <a class="mt-4 inline-block text-sm text-indigo-700 hover:underline" href=next_href(c, shown) data-testid="older-jobs">{more}</a>
                         })}
-                    }.into_any(),
+                    }.into_any()
+                    }
                 }
             })}
         </Transition>
@@ -148,7 +185,7 @@ fn Choice(
 }
 
 #[component]
-fn JobRow(j: Job) -> impl IntoView {
+fn JobRow(j: Job, place: Option<usize>) -> impl IntoView {
     // How long it ran, or since when it runs.
     let ran = j.started_at.map(|s| match j.finished_at {
         Some(f) => duration(f.saturating_sub(s)),
@@ -161,6 +198,7 @@ fn JobRow(j: Job) -> impl IntoView {
     };
     view! {
         <tr data-job=j.name.clone()>
+            {place.map(|n| view! { <td class=format!("{TD} tabular-nums text-slate-500") data-testid="place">{n}</td> })}
             <td class=TD><a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name.clone()}</a></td>
             <td class=format!("{TD} whitespace-nowrap") data-state=j.state.as_str()>{state}</td>
             <td class=TD>{j.username.clone()}</td>

@@ -230,6 +230,16 @@ impl Backend for WebBackend {
         )
         .await?)
     }
+    async fn update_idp(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: SaveIdentityProvider,
+    ) -> Result<IdentityProvider, AppError> {
+        let (store, config) = (&self.state.store, &self.state.config);
+        Ok(crate::identity::sso::update_provider(store, config, p, meta, id, input).await?)
+    }
     async fn delete_idp(
         &self,
         p: &Principal,
@@ -237,6 +247,19 @@ impl Backend for WebBackend {
         id: &str,
     ) -> Result<(), AppError> {
         Ok(crate::identity::sso::delete_provider(&self.state.store, p, meta, id).await?)
+    }
+    async fn scim_token_issued_at(&self, p: &Principal) -> Result<Option<i64>, AppError> {
+        Ok(crate::identity::scim::token_issued_at(&self.state.store, p).await?)
+    }
+    async fn issue_scim_token(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+    ) -> Result<String, AppError> {
+        Ok(crate::identity::scim::issue_token(&self.state.store, p, meta).await?)
+    }
+    async fn revoke_scim_token(&self, p: &Principal, meta: &RequestMeta) -> Result<(), AppError> {
+        Ok(crate::identity::scim::revoke_token(&self.state.store, p, meta).await?)
     }
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
         let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::jobs::{setup, small_queue, submit};
+use crate::jobs::{job, setup, small_queue, submit};
 
 both_stores!(jobs_are_found_by_name_user_group_and_state);
 
@@ -134,7 +134,7 @@ async fn jobs_are_narrowed_by_time_and_listed_oldest_first(kind: Kind) {
     let (second, none) = names(format!("/api/v1/jobs?sort=oldest&limit=2&cursor={cursor}")).await;
     assert_eq!(second, ["a-minute-ago"]);
     assert_eq!(none, None);
-    for bad in ["within=month", "sort=largest"] {
+    for bad in ["within=month", "sort=largest", "sort=queues"] {
         let r = app.get(&format!("/api/v1/jobs?{bad}"), &s.admin).await;
         assert_eq!(
             r.status,
@@ -144,5 +144,73 @@ async fn jobs_are_narrowed_by_time_and_listed_oldest_first(kind: Kind) {
         );
         let field = bad.split('=').next().unwrap();
         assert!(r.text.contains(field), "{bad}: {}", r.text);
+    }
+}
+
+both_stores!(a_queue_lists_its_waiting_jobs_in_the_schedulers_order);
+
+/// `sort=queue` lists a queue's waiting jobs in the order the scheduler takes them (priority
+/// class first, then submit time), page by page, and each job's place agrees with the
+/// position its own page gives.
+async fn a_queue_lists_its_waiting_jobs_in_the_schedulers_order(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let classes = json!({"classes": [
+        {"name": "urgent", "priority": 200, "preemptible": false},
+        {"name": "normal", "priority": 50, "preemptible": true}]});
+    let r = app
+        .patch(&format!("/api/v1/queues/{q}"), &s.admin, classes)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    // No scheduler runs here: every job waits.
+    let mut ids = std::collections::HashMap::new();
+    for (name, class) in [
+        ("n1", "normal"),
+        ("u1", "urgent"),
+        ("n2", "normal"),
+        ("u2", "urgent"),
+        ("n3", "normal"),
+    ] {
+        let id = submit(
+            &app,
+            &s.member,
+            json!({"queue_id": q, "name": name, "command": "true", "gpu_milli": 2000,
+                   "priority_class": class}),
+        )
+        .await;
+        ids.insert(name, id);
+    }
+    let mut order = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = format!(
+            "/api/v1/jobs?queue_id={q}&state=queued&sort=queue&limit=2{}",
+            cursor
+                .as_ref()
+                .map(|c| format!("&cursor={c}"))
+                .unwrap_or_default()
+        );
+        let r = app.get(&path, &s.admin).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.text);
+        pages += 1;
+        for j in r.body["items"].as_array().unwrap() {
+            order.push(j["name"].as_str().unwrap().to_string());
+        }
+        cursor = r.body["next_cursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(order, ["u1", "u2", "n1", "n2", "n3"]);
+    assert_eq!(pages, 3);
+    for (place, name) in order.iter().enumerate() {
+        let detail = job(&app, &s.member, &ids[name.as_str()]).await;
+        assert_eq!(
+            detail["waiting"]["position"],
+            place as i64 + 1,
+            "{name}: {detail}"
+        );
     }
 }

@@ -290,7 +290,9 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
                                 <td class=TD>{q.group_name.clone()}</td>
                                 <td class=TD>{q.pools.join(" → ")}</td>
                                 <td class=TD>{q.running}</td>
-                                <td class=TD>{q.waiting}</td>
+                                <td class=TD>
+                                    <a class="text-indigo-700 hover:underline" href=format!("/jobs?queue_id={}&state=queued&sort=queue", q.queue_id) title="The waiting jobs in the order they will be taken">{q.waiting}</a>
+                                </td>
                                 <td class=TD>{q.avg_wait_ms.map(duration).unwrap_or_else(|| "—".into())}</td>
                             </tr>
                         }).collect_view()}

@@ -31,7 +31,7 @@ use app::model::RequestMeta;
 pub use self::errors::ScimError;
 use self::errors::{ScimJson, ScimResult};
 use self::query::ListParams;
-pub use self::token::{issue_token, revoke_token};
+pub use self::token::{issue_token, revoke_token, token_issued_at};
 use crate::audit::{self, Actor, Record};
 use crate::identity::secret;
 use crate::state::AppState;

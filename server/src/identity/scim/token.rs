@@ -12,6 +12,17 @@ use crate::http::require;
 use crate::identity::secret;
 use crate::store::Store;
 
+/// When the tenant's SCIM token was issued; `None` when there is none.
+pub async fn token_issued_at(store: &Store, p: &Principal) -> ApiResult<Option<i64>> {
+    require(p, Action::ManageDirectory)?;
+    Ok(
+        sqlx::query_scalar("SELECT created_at FROM scim_tokens WHERE tenant_id = $1")
+            .bind(p.tenant_id())
+            .fetch_optional(&store.pool)
+            .await?,
+    )
+}
+
 /// Issues the tenant's SCIM token, replacing any earlier one; shown once.
 pub async fn issue_token(store: &Store, p: &Principal, meta: &RequestMeta) -> ApiResult<String> {
     require(p, Action::ManageDirectory)?;

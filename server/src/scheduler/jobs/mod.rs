@@ -133,14 +133,24 @@ pub struct JobFilter {
     /// Only jobs submitted in the last `hour`, `day` or `week`.
     #[param(pattern = "^(hour|day|week)$")]
     pub within: Option<String>,
-    /// `newest` first (the default) or `oldest` first.
-    #[param(pattern = "^(newest|oldest)$")]
+    /// `newest` first (the default), `oldest` first, or `queue`: the scheduler's order within a
+    /// queue (priority, then submit time), the waiting order with `state=queued&queue_id=…`.
+    #[param(pattern = "^(newest|oldest|queue)$")]
     pub sort: Option<String>,
     /// Page size, 1 to 500 (default 100).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page (jobs come newest first).
     pub cursor: Option<String>,
+}
+
+/// The order of a job list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Newest,
+    Oldest,
+    /// The scheduler's order within a queue: priority (high first), then submit time.
+    Queue,
 }
 
 pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult<Page<Job>> {
@@ -166,10 +176,13 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
             return Err(AppError::field("within", "must be hour, day or week").into());
         }
     };
-    let oldest_first = match f.sort.as_deref().filter(|s| !s.is_empty()) {
-        None | Some("newest") => false,
-        Some("oldest") => true,
-        Some(_) => return Err(AppError::field("sort", "must be newest or oldest").into()),
+    let order = match f.sort.as_deref().filter(|s| !s.is_empty()) {
+        None | Some("newest") => Order::Newest,
+        Some("oldest") => Order::Oldest,
+        Some("queue") => Order::Queue,
+        Some(_) => {
+            return Err(AppError::field("sort", "must be newest, oldest or queue").into());
+        }
     };
     // The name search as a LIKE pattern, its wildcards taken literally.
     let pattern =
@@ -228,19 +241,29 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
             since.to_string(),
         );
     }
-    // Ids grow with time: the cursor is the last id of the previous page, in either order.
+    // The cursor is the last id of the previous page. Ids grow with time; in queue order the
+    // page goes on after that job's (priority, submit time, id).
     if let Some(v) = given(&f.cursor) {
-        let after = if oldest_first {
-            "j.id > $?"
-        } else {
-            "j.id < $?"
+        let after = match order {
+            Order::Newest => "j.id < $?",
+            Order::Oldest => "j.id > $?",
+            Order::Queue => {
+                "(j.priority < (SELECT c.priority FROM jobs c WHERE c.id = $?)
+                  OR (j.priority = (SELECT c.priority FROM jobs c WHERE c.id = $?)
+                      AND (j.submitted_at > (SELECT c.submitted_at FROM jobs c WHERE c.id = $?)
+                           OR (j.submitted_at = (SELECT c.submitted_at FROM jobs c WHERE c.id = $?) AND j.id > $?))))"
+            }
         };
         add(&mut conditions, after, v);
     }
     let sql = format!(
-        "{JOB_SELECT} WHERE {} ORDER BY j.id {} LIMIT {}",
+        "{JOB_SELECT} WHERE {} ORDER BY {} LIMIT {}",
         conditions.join(" AND "),
-        if oldest_first { "ASC" } else { "DESC" },
+        match order {
+            Order::Newest => "j.id DESC",
+            Order::Oldest => "j.id ASC",
+            Order::Queue => "j.priority DESC, j.submitted_at ASC, j.id ASC",
+        },
         limit + 1
     );
     let mut q = sqlx::query(&sql);

@@ -1,5 +1,8 @@
-//! Demo data for a first look: three tenants with users, groups, memberships and projects.
+//! Demo data for a first look: three tenants with users, groups, memberships, projects, a
+//! catalog of models and datasets with the rules that share them, pools, queues and jobs.
 //! Seeded only into an empty database, through the same audited paths as real changes.
+
+mod catalog;
 
 use app::model::{
     AbortSpec, Auth, CreatePool, CreateProfile, CreateQueue, CreateTenant, Me, PoolNode, Principal,
@@ -199,6 +202,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<bool> {
         people.insert(t.slug, (tenant, ids));
     }
     seed_scheduling(store, &people, &meta).await?;
+    catalog::seed_catalog(store, &people, &meta).await?;
     seed_history(store).await?;
     Ok(true)
 }

@@ -1,0 +1,53 @@
+// Every page of the console hydrates without a script error (a hydration mismatch is a console
+// error and a panic), for a tenant admin and for a member, including the states opened by a
+// link (an edit form, a delete confirmation). Runs last: the other tests' objects are there.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { BASE, launch, signIn, hydrated } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+async function visit(page, paths) {
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // The browser logs a page answered 403 as a failed load: that status is the page's answer.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 403/.test(m.text())) errors.push(m.text().slice(0, 300));
+  });
+  for (const path of paths) {
+    errors.length = 0;
+    await page.goto(`${BASE}${path}`);
+    await hydrated(page);
+    await page.waitForTimeout(500);
+    assert.deepEqual(errors, [], `${path}: no script error`);
+  }
+}
+
+test('every page hydrates without a script error, for a tenant admin', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'alice');
+  await page.goto(`${BASE}/settings`);
+  const user = await page.locator('[data-testid=users-table] a').nth(1).getAttribute('href');
+  const group = await page.locator('[data-testid=groups-table] a').first().getAttribute('href');
+  await page.goto(`${BASE}/portal`);
+  const job = await page.locator('[data-testid=jobs-table] tbody a').first().getAttribute('href').catch(() => null);
+  const paths = ['/portal', '/jobs', '/jobs?sort=queue&state=queued', '/policy', '/history?window=day', '/catalog',
+    '/audit', '/settings', user, `${user}?confirm=delete`, `${user}/access`, group, `${group}?confirm=group`,
+    '/settings/sso', '/settings/sso?confirm=scim'];
+  if (job) paths.push(job, `${job}?confirm=abort`);
+  await visit(page, paths);
+  await context.close();
+});
+
+test('every page hydrates without a script error, for a member', async () => {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'bob');
+  await visit(page, ['/portal', '/jobs', '/history', '/catalog', '/policy', '/settings']);
+  // The admin pages answer 403, and say so.
+  assert.equal((await page.goto(`${BASE}/settings`)).status(), 403);
+  await context.close();
+});

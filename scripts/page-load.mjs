@@ -7,6 +7,9 @@
 // body[data-hydrated]), and the bytes transferred; medians of RUNS runs.
 //
 //   node scripts/page-load.mjs http://127.0.0.1:3000        (RUNS=5 by default)
+//   LINKS=local node scripts/page-load.mjs …                 (only the local link: a debug
+//                                                            build's 30 MB wasm takes half a
+//                                                            minute on the slow one)
 //
 // The server must run with the demo (`switchyard serve --demo`, or scripts/run.sh).
 import { chromium } from 'playwright-core';
@@ -14,10 +17,12 @@ import { chromium } from 'playwright-core';
 const BASE = process.argv[2] ?? process.env.SWITCHYARD_URL ?? 'http://127.0.0.1:3000';
 const RUNS = Number(process.env.RUNS ?? 5);
 const PAGES = ['/portal', '/jobs', '/policy', '/history', '/catalog', '/settings'];
-const LINKS = {
+const ALL_LINKS = {
   local: null,
   slow: { offline: false, latency: 40, downloadThroughput: (10e6 / 8), uploadThroughput: (2e6 / 8) },
 };
+const LINKS = Object.fromEntries(Object.entries(ALL_LINKS)
+  .filter(([name]) => (process.env.LINKS ?? 'local,slow').split(',').includes(name)));
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
@@ -44,8 +49,8 @@ async function measure(context, path, link) {
   let bytes = 0;
   cdp.on('Network.loadingFinished', (e) => { bytes += e.encodedDataLength; });
   const start = Date.now();
-  await page.goto(`${BASE}${path}`, { waitUntil: 'load' });
-  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 60000 });
+  await page.goto(`${BASE}${path}`, { waitUntil: 'load', timeout: 180000 });
+  await page.waitForSelector('body[data-hydrated="true"]', { timeout: 180000 });
   const hydrated = Date.now() - start;
   const nav = await page.evaluate(() => {
     const n = performance.getEntriesByType('navigation')[0];

@@ -89,8 +89,10 @@ pub fn is_secret_field(name: &str) -> bool {
 }
 
 /// The fields of a form posted without JavaScript that its server function rejected, as the
-/// page it comes back to finds them (a request extension, server side only).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// page it comes back to finds them: a request extension on the server, which the document
+/// carries to the browser (`<script id="form-echo">`, see [`echo_script`]) so that the page
+/// renders the same values there, and a later re-render keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FormEcho {
     /// The server function's path (`ServerFn::PATH`): only that function's form is filled.
     pub path: String,
@@ -116,17 +118,56 @@ impl FormEcho {
 /// The echo of the form posted to `path` (a server function's `PATH`), when this page is the
 /// answer to its rejection.
 fn echoed(path: &str) -> Option<FormEcho> {
-    #[cfg(feature = "ssr")]
-    {
-        use_context::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<FormEcho>().cloned())
-            .filter(|e| e.path == path)
+    request_echo().filter(|e| e.path == path)
+}
+
+/// This request's echo, if the page answers a rejected form.
+#[cfg(feature = "ssr")]
+fn request_echo() -> Option<FormEcho> {
+    use_context::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<FormEcho>().cloned())
+}
+
+/// The echo the document came with, while the page is still the one it answered (its URL
+/// keeps the `__form` mark; after a navigation inside the app there is none).
+#[cfg(not(feature = "ssr"))]
+fn request_echo() -> Option<FormEcho> {
+    thread_local! {
+        static SENT: Option<FormEcho> = document()
+            .get_element_by_id(ECHO_ID)
+            .and_then(|e| e.text_content())
+            .and_then(|json| serde_json::from_str(&json).ok());
     }
-    #[cfg(not(feature = "ssr"))]
-    {
-        let _ = path;
+    let marked = window()
+        .location()
+        .search()
+        .is_ok_and(|q| q.contains("__form="));
+    if marked {
+        SENT.with(Clone::clone)
+    } else {
         None
     }
+}
+
+const ECHO_ID: &str = "form-echo";
+
+/// The echo as JSON that can stand inside a `<script>` element.
+#[cfg(any(test, feature = "ssr"))]
+fn script_json(echo: &FormEcho) -> Option<String> {
+    serde_json::to_string(echo)
+        .ok()
+        .map(|j| j.replace('<', "\\u003c"))
+}
+
+/// The `<script type="application/json">` that carries this request's echo to the browser
+/// (nothing when there is none). JSON in a script element: `<` is written `\u003c`, so no
+/// typed text can close it.
+pub fn echo_script() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    let json = request_echo().and_then(|e| script_json(&e));
+    #[cfg(not(feature = "ssr"))]
+    let json: Option<String> = None;
+    json.map(|j| view! { <script type="application/json" id=ECHO_ID inner_html=j></script> })
 }
 
 /// What was typed into `field` of `S`'s rejected form: the `value` of its input.
@@ -289,5 +330,17 @@ mod tests {
             escape_text("</textarea><b>&amp;"),
             "&lt;/textarea&gt;&lt;b&gt;&amp;amp;"
         );
+    }
+
+    #[test]
+    fn an_echo_cannot_close_its_script_element() {
+        let echo = FormEcho {
+            path: "/_sf/jobs/create".into(),
+            fields: vec![("name".into(), "</script><script>alert(1)</script>".into())],
+        };
+        let json = script_json(&echo).unwrap();
+        assert!(!json.contains('<'), "{json}");
+        let back: FormEcho = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, echo);
     }
 }

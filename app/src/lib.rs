@@ -45,6 +45,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <HashedStylesheet options=options.clone() id="leptos"/>
                 <HydrationScripts options/>
                 <MetaTags/>
+                {form::echo_script()}
             </head>
             <body class="bg-slate-50 text-slate-900 antialiased">
                 <App/>

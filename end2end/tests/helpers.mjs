@@ -2,10 +2,13 @@
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const BASE = process.env.SWITCHYARD_E2E_URL ?? 'http://127.0.0.1:3100';
 export const PASSWORD = 'switchyard-demo';
-export const SHOTS = process.env.SWITCHYARD_SCREENSHOTS ?? path.resolve('end2end/screenshots');
+// end2end/screenshots/, wherever the tests are started from.
+export const SHOTS = process.env.SWITCHYARD_SCREENSHOTS
+  ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'screenshots');
 fs.mkdirSync(SHOTS, { recursive: true });
 
 export async function launch() {

@@ -15,6 +15,14 @@ function row(page, testid, name) {
   return page.locator(`[data-testid=${testid}] tbody tr`, { hasText: name }).first();
 }
 
+/** The text of `name`'s row once it matches `re`: a saved form's table refreshes just after
+ * the form says "Saved.". */
+async function rowMatching(page, testid, name, re) {
+  await page.waitForFunction(([testid, name, source]) => [...document.querySelectorAll(`[data-testid=${testid}] tbody tr`)]
+    .some((r) => r.textContent.includes(name) && new RegExp(source).test(r.textContent)), [testid, name, re.source]);
+  return row(page, testid, name).textContent();
+}
+
 /** Nothing is wider than the window, and every column of the groups table is in view. */
 async function fits(page, what) {
   const width = page.viewportSize().width;
@@ -73,7 +81,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   await page.fill('#edit-queue-runtime', '120');
   await page.click('button:has-text("Save queue")');
   await page.waitForSelector('[data-testid=edit-queue] [role=status] >> text=Saved.');
-  const edited = await row(page, 'queue-settings-table', renamed).textContent();
+  const edited = await rowMatching(page, 'queue-settings-table', renamed, new RegExp(`${pool} → ${spare}`));
   assert.match(edited, new RegExp(`${pool} → ${spare}`));
   assert.match(edited, /2 min 0 s/);
   await page.locator('[data-testid=edit-queue]').scrollIntoViewIfNeeded();
@@ -91,7 +99,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   await page.fill('#edit-profile-fixed', '500');
   await page.click('button:has-text("Save profile")');
   await page.waitForSelector('[data-testid=edit-profile] [role=status] >> text=Saved.');
-  assert.match(await row(page, 'profiles-table', profile).textContent(), /0\.5/);
+  assert.match(await rowMatching(page, 'profiles-table', profile, /0\.5/), /0\.5/);
   await shot(page, 'policy-edit-profile');
 
   // Edit a pool: its form holds its values; a node more and another price.
@@ -104,7 +112,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   await page.fill('#edit-pool-cost', '250');
   await page.click('button:has-text("Save pool")');
   await page.waitForSelector('[data-testid=edit-pool] [role=status] >> text=Saved.');
-  const pooled = await row(page, 'pools-table', spare).textContent();
+  const pooled = await rowMatching(page, 'pools-table', spare, /4 × H100-80GB/);
   assert.match(pooled, /4 × H100-80GB/, pooled);
   assert.match(pooled, /\$2\.50/, pooled);
   await page.locator('[data-testid=edit-pool]').scrollIntoViewIfNeeded();

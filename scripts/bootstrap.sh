@@ -15,7 +15,6 @@ SUDO=""
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
-command -v wasm-opt >/dev/null 2>&1 || need_apt+=(binaryen)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v pg_isready >/dev/null 2>&1 || need_apt+=(postgresql-client)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)

@@ -84,6 +84,17 @@ if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$port" SWITCHYARD_E2E_OIDC="http://127
   SWITCHYARD_E2E_LDAP="ldap://127.0.0.1:$ldap_port" node --test --test-concurrency=1 end2end/tests/ 2>&1 | tee -a "$log"; then
   echo "[test] server log:"; tail -50 "$work/server.log"; exit 1
 fi
+echo "[test] the release build hydrates (built as scripts/run.sh builds it: wasm-opt, precompressed)"
+cargo leptos build --release --precompress
+release_port=$(free_port)
+target/release/switchyard serve --demo --log-format text --listen "127.0.0.1:$release_port" \
+  --database-url "sqlite://$work/release.db" >"$work/release.log" 2>&1 &
+release=$!
+for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$release_port/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
+if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$release_port" node end2end/release-smoke.mjs; then
+  echo "[test] release server log:"; tail -30 "$work/release.log"; kill "$release" 2>/dev/null || true; exit 1
+fi
+kill "$release" 2>/dev/null || true; wait "$release" 2>/dev/null || true
 echo "[test] screenshots in end2end/screenshots/"
 ok_count() { grep -oE 'test result: ok\. [0-9]+ passed' "$1" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}'; }
 browser_passed=$(grep -oE '^# pass [0-9]+' "$log" | grep -oE '[0-9]+' | tail -1 || echo 0)

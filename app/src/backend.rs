@@ -232,6 +232,13 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: CreateProject,
     ) -> Result<Project, AppError>;
+    async fn update_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateProject,
+    ) -> Result<Project, AppError>;
     async fn delete_project(
         &self,
         p: &Principal,

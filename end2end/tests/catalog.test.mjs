@@ -43,6 +43,15 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   await page.selectOption('#project-parent', { label: 'vision' });
   await page.click('button:has-text("Add project")');
   await page.waitForSelector(`[data-testid=project-tree] >> text=${project}`);
+  // Its form holds its values; a description is added.
+  await page.click(`[data-testid=project-tree] a[aria-label="Edit project ${project}"]`);
+  await page.waitForSelector('[data-testid=edit-project]');
+  assert.equal(await page.inputValue('#edit-project-name'), project);
+  assert.equal(await page.inputValue('#edit-project-description'), '');
+  await page.fill('#edit-project-description', 'detection experiments');
+  await page.click('button:has-text("Save project")');
+  await page.waitForSelector('[data-testid=edit-project] [role=status] >> text=Saved.');
+  await page.waitForSelector('[data-testid=project-tree] >> text=detection experiments');
   const model = unique('e2e-model');
   await page.fill('#model-name', model);
   await page.selectOption('#model-project', { label: `\u00a0\u00a0${project}` });

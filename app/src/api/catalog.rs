@@ -3,7 +3,7 @@
 use super::*;
 use crate::model::Catalog;
 #[cfg(feature = "ssr")]
-use crate::model::{CreateAsset, CreateProject, ResourceKind};
+use crate::model::{CreateAsset, CreateProject, ResourceKind, UpdateProject};
 
 #[server(prefix = "/_sf", endpoint = "catalog")]
 pub async fn load_catalog() -> Result<Catalog, AppError> {
@@ -25,6 +25,26 @@ pub async fn create_project_form(
             parent_id: (!parent_id.is_empty()).then_some(parent_id),
         };
         c.backend.create_project(&c.principal, &c.meta, input).await
+    })
+    .await
+}
+
+/// A project's name and description.
+#[server(prefix = "/_sf", endpoint = "projects/update")]
+pub async fn update_project_form(
+    csrf: String,
+    id: String,
+    name: String,
+    description: String,
+) -> Result<crate::model::Project, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let input = UpdateProject {
+            name: Some(name),
+            description: Some(description),
+        };
+        c.backend
+            .update_project(&c.principal, &c.meta, &id, input)
+            .await
     })
     .await
 }

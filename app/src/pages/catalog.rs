@@ -8,9 +8,9 @@ use leptos_router::hooks::use_query_map;
 use crate::access::ResourceKind;
 use crate::api::{
     load_catalog, CreateDatasetForm, CreateModelForm, CreateProjectForm, DeleteAssetForm,
-    DeleteProjectForm,
+    DeleteProjectForm, UpdateProjectForm,
 };
-use crate::form::{done, echo, echo_selected};
+use crate::form::{done, echo, echo_or, echo_selected};
 use crate::model::{AccessRule, Asset, Catalog, Permission, Project};
 use crate::pages::confirm::confirm_delete;
 use crate::ui::*;
@@ -86,6 +86,7 @@ pub fn who_may_use(rules: &[AccessRule], projects: &[Project], asset: &Asset) ->
 #[derive(Clone, Copy)]
 struct Actions {
     add_project: ServerAction<CreateProjectForm>,
+    edit_project: ServerAction<UpdateProjectForm>,
     delete_project: ServerAction<DeleteProjectForm>,
     add_model: ServerAction<CreateModelForm>,
     add_dataset: ServerAction<CreateDatasetForm>,
@@ -96,6 +97,7 @@ struct Actions {
 pub fn CatalogPage() -> impl IntoView {
     let a = Actions {
         add_project: ServerAction::new(),
+        edit_project: ServerAction::new(),
         delete_project: ServerAction::new(),
         add_model: ServerAction::new(),
         add_dataset: ServerAction::new(),
@@ -104,6 +106,7 @@ pub fn CatalogPage() -> impl IntoView {
     let data = Resource::new(
         move || {
             a.add_project.version().get()
+                + a.edit_project.version().get()
                 + a.delete_project.version().get()
                 + a.add_model.version().get()
                 + a.add_dataset.version().get()
@@ -196,6 +199,17 @@ fn confirming(prefix: &'static str) -> impl Fn() -> Option<String> + Copy + Send
     }
 }
 
+/// The project `?edit=project:<id>` opens.
+fn opened_edit() -> impl Fn() -> Option<String> + Copy + Send + Sync {
+    let query = use_query_map();
+    move || {
+        query.with(|q| {
+            q.get_str("edit")
+                .and_then(|c| c.strip_prefix("project:").map(str::to_string))
+        })
+    }
+}
+
 #[component]
 fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
     let rows = tree(&c.projects);
@@ -205,6 +219,10 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
         .map(|p| (p.id.clone(), p.name.clone()))
         .collect();
     let open = confirming("project:");
+    let editing = opened_edit();
+    let edited = done(a.edit_project);
+    let edit_value = move || a.edit_project.value().get();
+    let projects = c.projects.clone();
     let value = move || a.add_project.value().get();
     let delete_value = move || a.delete_project.value().get();
     let added = done(a.add_project);
@@ -224,7 +242,10 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
                                     <span class="block truncate text-xs text-slate-500">{p.description.clone()}</span>
                                 </div>
                                 {admin.then(|| view! {
-                                    <a class=BUTTON_SMALL_DANGER href=format!("?confirm=project:{}#projects", p.id) aria-label=format!("Delete project {}", p.name)>"Delete"</a>
+                                    <div class="flex shrink-0 gap-1">
+                                        <a class="rounded px-2 py-1 text-xs font-medium text-indigo-700 hover:bg-indigo-50" href=format!("?edit=project:{}#projects", p.id) aria-label=format!("Edit project {}", p.name)>"Edit"</a>
+                                        <a class=BUTTON_SMALL_DANGER href=format!("?confirm=project:{}#projects", p.id) aria-label=format!("Delete project {}", p.name)>"Delete"</a>
+                                    </div>
                                 })}
                             </li>
                         }).collect_view()}
@@ -232,6 +253,27 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
                 }.into_any()
             }}
             <div id="projects">
+                {move || editing().map(|id| match projects.iter().find(|p| p.id == id).cloned() {
+                    Some(p) => view! {
+                        <ActionForm action=a.edit_project attr:class="mt-4 rounded-md border border-slate-200 p-3" attr:data-testid="edit-project">
+                            <CsrfField/>
+                            <input type="hidden" name="id" value=p.id.clone()/>
+                            <label class=LABEL for="edit-project-name">"Name"</label>
+                            <input id="edit-project-name" name="name" class=INPUT required value={echo_or::<UpdateProjectForm>("name", &p.name)}/>
+                            {field_error(edit_value, "name")}
+                            <label class=format!("{LABEL} mt-3") for="edit-project-description">"Description"</label>
+                            <input id="edit-project-description" name="description" class=INPUT value={echo_or::<UpdateProjectForm>("description", &p.description)}/>
+                            {field_error(edit_value, "description")}
+                            <div class="mt-3 flex items-center gap-3">
+                                <button type="submit" class=BUTTON>"Save project"</button>
+                                <a class="text-sm text-slate-700 hover:underline" href="/catalog">"Close"</a>
+                                {move || edited().then(|| view! { <span role="status" class="text-sm text-emerald-700">"Saved."</span> })}
+                            </div>
+                            <div class="mt-3">{form_error(edit_value)}</div>
+                        </ActionForm>
+                    }.into_any(),
+                    None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such project: it may have been deleted."</p> }.into_any(),
+                })}
                 {move || open().map(|id| match names.iter().find(|(pid, _)| *pid == id) {
                     Some((_, name)) => confirm_delete!(a.delete_project, id.clone(), format!("project {name}"), "/catalog".to_string(), delete_value),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such project: it may have been deleted."</p> }.into_any(),

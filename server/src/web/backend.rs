@@ -431,6 +431,15 @@ impl Backend for WebBackend {
     ) -> Result<Project, AppError> {
         Ok(dir::create_project(&self.state.store, p, meta, input).await?)
     }
+    async fn update_project(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+        input: UpdateProject,
+    ) -> Result<Project, AppError> {
+        Ok(dir::update_project(&self.state.store, p, meta, id, input).await?)
+    }
     async fn delete_project(
         &self,
         p: &Principal,

@@ -171,6 +171,29 @@ pub struct Rule {
     pub scope: Scope,
 }
 
+impl Scope {
+    /// A rule's scope from its stored columns: one resource, else a project subtree, else all.
+    pub fn from_ids(resource_id: Option<String>, project_id: Option<String>) -> Scope {
+        match (resource_id, project_id) {
+            (Some(id), _) => Scope::Resource(id),
+            (None, Some(p)) => Scope::Project(p),
+            (None, None) => Scope::All,
+        }
+    }
+}
+
+impl Rule {
+    /// Whether the rule's kind and scope cover `target`, whoever asks.
+    pub fn covers(&self, target: &Target) -> bool {
+        self.kind == target.kind
+            && match &self.scope {
+                Scope::All => true,
+                Scope::Resource(id) => id == target.id,
+                Scope::Project(p) => target.projects.iter().any(|x| x == p),
+            }
+    }
+}
+
 /// A resource being accessed.
 #[derive(Clone, Debug)]
 pub struct Target<'a> {
@@ -203,12 +226,7 @@ pub fn effective(subject: &Subject, rules: &[Rule], target: &Target) -> Option<P
     }
     rules
         .iter()
-        .filter(|r| r.kind == target.kind && subject.groups.contains(&r.group_id))
-        .filter(|r| match &r.scope {
-            Scope::All => true,
-            Scope::Resource(id) => id == target.id,
-            Scope::Project(p) => target.projects.iter().any(|x| x == p),
-        })
+        .filter(|r| subject.groups.contains(&r.group_id) && r.covers(target))
         .map(|r| r.permission)
         .max()
 }

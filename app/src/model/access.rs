@@ -25,6 +25,21 @@ pub struct AccessRule {
     pub created_at: i64,
 }
 
+impl AccessRule {
+    /// The rule as the access check evaluates it.
+    pub fn rule(&self) -> crate::access::Rule {
+        crate::access::Rule {
+            group_id: self.group_id.clone(),
+            permission: self.permission,
+            kind: self.resource_kind,
+            scope: crate::access::Scope::from_ids(
+                self.resource_id.clone(),
+                self.project_id.clone(),
+            ),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(deny_unknown_fields)]

@@ -3,16 +3,15 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_query_map;
 
-use crate::access::ResourceKind;
+use crate::access::{ResourceKind, Target};
 use crate::api::{
     load_catalog, CreateDatasetForm, CreateModelForm, CreateProjectForm, DeleteAssetForm,
     DeleteProjectForm, UpdateProjectForm,
 };
 use crate::form::{done, echo, echo_or, echo_selected};
 use crate::model::{AccessRule, Asset, Catalog, Permission, Project};
-use crate::pages::confirm::confirm_delete;
+use crate::pages::confirm::{confirm_delete, opened};
 use crate::ui::*;
 
 /// The projects in tree order (each after its parent, siblings by name) with their depth.
@@ -65,17 +64,19 @@ fn ancestors(projects: &[Project], id: &str) -> Vec<String> {
     out
 }
 
-/// The groups whose rules reach `asset`, with the permission: "ml-research (use)".
+/// The groups whose rules reach `asset` (the access check's own coverage), with the
+/// permission: "ml-research (use)".
 pub fn who_may_use(rules: &[AccessRule], projects: &[Project], asset: &Asset) -> Vec<String> {
     let above = ancestors(projects, &asset.project_id);
+    let target = Target {
+        kind: asset.kind,
+        id: &asset.id,
+        projects: &above,
+        owner: None,
+    };
     let mut out: Vec<String> = rules
         .iter()
-        .filter(|r| r.resource_kind == asset.kind)
-        .filter(|r| match (&r.resource_id, &r.project_id) {
-            (Some(id), _) => *id == asset.id,
-            (None, Some(p)) => above.contains(p),
-            (None, None) => true,
-        })
+        .filter(|r| r.rule().covers(&target))
         .map(|r| format!("{} ({})", r.group_name, r.permission.as_str()))
         .collect();
     out.sort();
@@ -189,27 +190,6 @@ fn CatalogView(c: Catalog, a: Actions) -> impl IntoView {
     }
 }
 
-fn confirming(prefix: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync {
-    let query = use_query_map();
-    move || {
-        query.with(|q| {
-            q.get_str("confirm")
-                .and_then(|c| c.strip_prefix(prefix).map(str::to_string))
-        })
-    }
-}
-
-/// The project `?edit=project:<id>` opens.
-fn opened_edit() -> impl Fn() -> Option<String> + Copy + Send + Sync {
-    let query = use_query_map();
-    move || {
-        query.with(|q| {
-            q.get_str("edit")
-                .and_then(|c| c.strip_prefix("project:").map(str::to_string))
-        })
-    }
-}
-
 #[component]
 fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
     let rows = tree(&c.projects);
@@ -218,8 +198,8 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
         .iter()
         .map(|p| (p.id.clone(), p.name.clone()))
         .collect();
-    let open = confirming("project:");
-    let editing = opened_edit();
+    let open = opened("confirm", "project:");
+    let editing = opened("edit", "project:");
     let edited = done(a.edit_project);
     let edit_value = move || a.edit_project.value().get();
     let projects = c.projects.clone();
@@ -341,7 +321,7 @@ fn AssetsCard(kind: ResourceKind, c: Catalog, a: Actions, children: Children) ->
     } else {
         "dataset:"
     };
-    let open = confirming(prefix);
+    let open = opened("confirm", prefix);
     let delete_value = move || a.delete_asset.value().get();
     let admin = c.admin;
     view! {

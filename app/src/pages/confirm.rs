@@ -2,6 +2,22 @@
 //! does it, shown by a `?confirm=…` link (so it works without JavaScript). A refusal (409:
 //! still in use) is said at the form.
 
+/// The object a link opened: the id after `prefix` in the query's `key`, e.g. `?confirm=rule:<id>`
+/// or `?edit=project:<id>` (links, so that they work without JavaScript and survive a reload).
+pub fn opened(
+    key: &'static str,
+    prefix: &'static str,
+) -> impl Fn() -> Option<String> + Copy + Send + Sync {
+    use leptos::prelude::With;
+    let query = leptos_router::hooks::use_query_map();
+    move || {
+        query.with(|q| {
+            q.get_str(key)
+                .and_then(|v| v.strip_prefix(prefix).map(str::to_string))
+        })
+    }
+}
+
 /// Danger: a filled red button for the one that deletes.
 pub const BUTTON_DANGER: &str = "inline-flex items-center rounded-md bg-red-600 px-4 py-2 text-sm font-medium text-white shadow-sm hover:bg-red-700 focus:outline-none focus:ring-2 focus:ring-red-500 focus:ring-offset-2";
 

@@ -2,13 +2,12 @@
 //! Rules name projects, models and datasets by id; the catalog gives their names.
 
 use leptos::prelude::*;
-use leptos_router::hooks::use_query_map;
 
 use crate::access::{Permission, ResourceKind};
 use crate::api::{CreateRuleForm, DeleteRuleForm};
 use crate::form::{done, echo_or, echo_selected};
 use crate::model::{AccessRule, Catalog};
-use crate::pages::confirm::confirm_delete;
+use crate::pages::confirm::{confirm_delete, opened};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -69,13 +68,7 @@ pub fn RulesCard(
     add: ServerAction<CreateRuleForm>,
     delete: ServerAction<DeleteRuleForm>,
 ) -> impl IntoView {
-    let query = use_query_map();
-    let confirming = move || {
-        query.with(|q| {
-            q.get_str("confirm")
-                .and_then(|c| c.strip_prefix("rule:").map(str::to_string))
-        })
-    };
+    let confirming = opened("confirm", "rule:");
     let add_value = move || add.value().get();
     let delete_value = move || delete.value().get();
     let added = done(add);

@@ -8,7 +8,7 @@ use crate::api::{
 };
 use crate::form::{done, echo, echo_checked, echo_selected, echo_text};
 use crate::model::{IdentityProvider, ProviderKind};
-use crate::pages::confirm::confirm_delete;
+use crate::pages::confirm::{confirm_delete, opened};
 use crate::time::format_ms;
 use crate::ui::*;
 
@@ -34,13 +34,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
     let passwords = ServerAction::<SetPasswordLogin>::new();
     let remove = ServerAction::<DeleteIdp>::new();
     let passwords_saved = done(passwords);
-    let query = use_query_map();
-    let opened = move |key: &str| {
-        query.with(|q| {
-            q.get_str(key)
-                .and_then(|v| v.strip_prefix("idp:").map(str::to_string))
-        })
-    };
+    let (edit_id, confirm_id) = (opened("edit", "idp:"), opened("confirm", "idp:"));
     let data = Resource::new(
         move || {
             (
@@ -67,7 +61,7 @@ pub fn SsoSettingsPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 // Read before the awaits, so that a new query (Edit, Remove) renders again.
-                let (edit, confirm) = (opened("edit"), opened("confirm"));
+                let (edit, confirm) = (edit_id(), confirm_id());
                 let (list, options) = match data.await {
                     Ok(d) => d,
                     Err(e) => return view! { <ErrorBanner error=e/> }.into_any(),

@@ -54,11 +54,7 @@ pub async fn rules_for(
                 permission: Permission::parse(&r.try_get::<String, _>("permission")?)
                     .unwrap_or(Permission::View),
                 kind,
-                scope: match (resource, project) {
-                    (Some(id), _) => Scope::Resource(id),
-                    (None, Some(p)) => Scope::Project(p),
-                    (None, None) => Scope::All,
-                },
+                scope: Scope::from_ids(resource, project),
             })
         })
         .collect()

@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 if [ "${SWITCHYARD_DEBUG_BUILD:-0}" = 1 ]; then
   profile=debug
-  cargo leptos build
+  cargo leptos build --split
 else
   profile=release
-  cargo leptos build --release --precompress
+  cargo leptos build --release --precompress --split
   # cargo-leptos's gzip copies are larger than gzip -9's (browsers on plain http get no brotli).
   find target/site -type f ! -name '*.br' ! -name '*.gz' -exec gzip -9 -n -k -f {} +
 fi

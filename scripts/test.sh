@@ -17,7 +17,7 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
 fi
 
 echo "[test] building the site and the server (debug; the same build serves the browser tests)"
-cargo leptos build
+cargo leptos build --split
 
 # Per package: `--workspace` would unify app's ssr and hydrate features into one build.
 log=$(mktemp)
@@ -85,7 +85,7 @@ if ! SWITCHYARD_E2E_URL="http://127.0.0.1:$port" SWITCHYARD_E2E_OIDC="http://127
   echo "[test] server log:"; tail -50 "$work/server.log"; exit 1
 fi
 echo "[test] the release build hydrates (built as scripts/run.sh builds it: wasm-opt, precompressed)"
-cargo leptos build --release --precompress
+cargo leptos build --release --precompress --split
 release_port=$(free_port)
 target/release/switchyard serve --demo --log-format text --listen "127.0.0.1:$release_port" \
   --database-url "sqlite://$work/release.db" >"$work/release.log" 2>&1 &

@@ -22,7 +22,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
-    path, SsrMode,
+    path, Lazy, LazyRoute, SsrMode,
 };
 
 use crate::model::SessionInfo;
@@ -37,9 +37,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" href="/favicon.svg" type="image/svg+xml"/>
-                // ECharts for the charts (pages/chart.rs); deferred, so it is loaded
-                // before the app hydrates and never blocks the first paint.
-                <script src="/echarts.min.js" defer></script>
                 // `/pkg/switchyard.css`, or its content-hashed name when cargo-leptos hashed the
                 // files (`hash-files`), as the hydration scripts' names.
                 <HashedStylesheet options=options.clone() id="leptos"/>
@@ -63,35 +60,145 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     let session = Resource::new(|| (), |_| api::get_session());
     provide_context(SessionResource(session));
-    // Marks the document once the WebAssembly has taken over (the browser tests wait for it).
-    Effect::new(|_| {
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
-        }
-    });
+    // `frontend` marks the document (`body[data-hydrated]`) once the page has hydrated.
 
     view! {
-        <Title formatter=|t: String| format!("{t} · Switchyard")/>
         <Router>
-            <Routes fallback=|| view! { <NotFound/> }>
-                <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async/>
-                <Route path=path!("/t/:tenant/login") view=TenantLoginPage ssr=SsrMode::Async/>
+            <Routes fallback=|| view! { <Title formatter=page_title/><NotFound/> }>
+                <Route path=path!("/login") view=|| titled(view! { <LoginPage/> }) ssr=SsrMode::Async/>
+                <Route path=path!("/t/:tenant/login") view=|| titled(view! { <TenantLoginPage/> }) ssr=SsrMode::Async/>
                 <ParentRoute path=path!("") view=Shell ssr=SsrMode::Async>
-                    <Route path=path!("/portal") view=PortalPage ssr=SsrMode::Async/>
-                    <Route path=path!("/portal/jobs/:id") view=JobPage ssr=SsrMode::Async/>
-                    <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
-                    <Route path=path!("/history") view=HistoryPage ssr=SsrMode::Async/>
-                    <Route path=path!("/policy") view=|| view! { <Gate path="/policy"><PolicyPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/platform") view=|| view! { <Gate path="/platform"><PlatformPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/audit") view=|| view! { <Gate path="/audit"><AuditPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/settings") view=|| view! { <Gate path="/settings"><SettingsPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/groups/:id") view=|| view! { <Gate path="/settings"><GroupPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/sso") view=|| view! { <Gate path="/settings"><SsoSettingsPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/catalog") view=CatalogPage ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/users/:id") view=|| view! { <Gate path="/settings"><UserPage/></Gate> } ssr=SsrMode::Async/>
-                    <Route path=path!("/settings/users/:id/access") view=|| view! { <Gate path="/settings"><UserAccessPage/></Gate> } ssr=SsrMode::Async/>
+                    <Route path=path!("/portal") view=|| titled(view! { <PortalPage/> }) ssr=SsrMode::Async/>
+                    <Route path=path!("/portal/jobs/:id") view=|| titled(view! { <JobPage/> }) ssr=SsrMode::Async/>
+                    <Route path=path!("/jobs") view=|| titled(view! { <JobsPage/> }) ssr=SsrMode::Async/>
+                    <Route path=path!("/history") view={Lazy::<HistoryRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/catalog") view={Lazy::<CatalogRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/policy") view={Lazy::<PolicyRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/platform") view={Lazy::<PlatformRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/audit") view={Lazy::<AuditRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/settings") view={Lazy::<SettingsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/groups/:id") view={Lazy::<GroupRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/sso") view={Lazy::<SsoRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/users/:id") view={Lazy::<UserRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/settings/users/:id/access") view={Lazy::<UserAccessRoute>::new()} ssr=SsrMode::Async/>
                 </ParentRoute>
             </Routes>
         </Router>
     }
+}
+
+/// "Jobs · Switchyard". Each page brings the formatter with its title: one in the app around
+/// them would set an empty title while a page's code is still loading.
+fn page_title(title: String) -> String {
+    format!("{title} · Switchyard")
+}
+
+/// A page with its title's formatter. Each page brings it with its title: one in the app
+/// around the pages would set an empty title while an administration page's code loads.
+fn titled(page: impl IntoView + 'static) -> AnyView {
+    view! { <Title formatter=page_title/> {page} }.into_any()
+}
+
+/// The administration pages (everything behind [`Gate`]). With `cargo leptos build --split`
+/// their code is a WebAssembly chunk of its own that the browser loads when one of them is
+/// first shown, so a builder's pages (portal, jobs, history, catalog) load without it. One
+/// chunk for all of them, not one per page: split per page, the pages shared code in over a
+/// hundred small chunks, and a page hydrated after fetching and instantiating each
+/// (BENCHMARKS.md, "Bundle size"). The server renders them as any other page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AdminPage {
+    Policy,
+    Platform,
+    Audit,
+    Settings,
+    Group,
+    Sso,
+    User,
+    UserAccess,
+}
+
+#[leptos::lazy]
+fn admin_page(page: AdminPage) -> AnyView {
+    match page {
+        AdminPage::Policy => view! { <Gate path="/policy"><PolicyPage/></Gate> }.into_any(),
+        AdminPage::Platform => view! { <Gate path="/platform"><PlatformPage/></Gate> }.into_any(),
+        AdminPage::Audit => view! { <Gate path="/audit"><AuditPage/></Gate> }.into_any(),
+        AdminPage::Settings => view! { <Gate path="/settings"><SettingsPage/></Gate> }.into_any(),
+        AdminPage::Group => view! { <Gate path="/settings"><GroupPage/></Gate> }.into_any(),
+        AdminPage::Sso => view! { <Gate path="/settings"><SsoSettingsPage/></Gate> }.into_any(),
+        AdminPage::User => view! { <Gate path="/settings"><UserPage/></Gate> }.into_any(),
+        AdminPage::UserAccess => {
+            view! { <Gate path="/settings"><UserAccessPage/></Gate> }.into_any()
+        }
+    }
+}
+
+/// History and the catalog: read by builders now and then, not on every visit, and the
+/// history's charts are most of its code. A chunk of their own, as the administration pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BrowsePage {
+    History,
+    Catalog,
+}
+
+#[leptos::lazy]
+fn browse_page(page: BrowsePage) -> AnyView {
+    match page {
+        BrowsePage::History => view! { <HistoryPage/> }.into_any(),
+        BrowsePage::Catalog => view! { <CatalogPage/> }.into_any(),
+    }
+}
+
+/// Loads the chunk of the page at `path` (a URL path), if it has one. `frontend` awaits it before
+/// hydrating: the router hydrates a nested route's view as soon as it is built, so a chunk
+/// still loading then would leave the server's HTML in place and add the page a second time.
+#[cfg(feature = "hydrate")]
+pub async fn load_page_chunk(path: &str) {
+    let under = |prefix: &str| {
+        path == prefix
+            || path
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if ["/policy", "/platform", "/audit", "/settings"]
+        .into_iter()
+        .any(under)
+    {
+        __preload_admin_page().await;
+    } else if ["/history", "/catalog"].into_iter().any(under) {
+        __preload_browse_page().await;
+    }
+}
+
+/// The route of each lazily loaded page: its view is its chunk's.
+macro_rules! lazy_routes {
+    ($($name:ident => $chunk:ident($page:expr);)*) => {$(
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name;
+
+        impl LazyRoute for $name {
+            fn data() -> Self {
+                $name
+            }
+
+            async fn view(_this: Self) -> AnyView {
+                titled($chunk($page).await)
+            }
+        }
+    )*};
+}
+
+lazy_routes! {
+    HistoryRoute => browse_page(BrowsePage::History);
+    CatalogRoute => browse_page(BrowsePage::Catalog);
+    PolicyRoute => admin_page(AdminPage::Policy);
+    PlatformRoute => admin_page(AdminPage::Platform);
+    AuditRoute => admin_page(AdminPage::Audit);
+    SettingsRoute => admin_page(AdminPage::Settings);
+    GroupRoute => admin_page(AdminPage::Group);
+    SsoRoute => admin_page(AdminPage::Sso);
+    UserRoute => admin_page(AdminPage::User);
+    UserAccessRoute => admin_page(AdminPage::UserAccess);
 }

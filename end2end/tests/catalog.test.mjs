@@ -97,6 +97,24 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   await shot(bob, 'catalog-member');
   await member.close();
 
+  // Moved out of vision to the top, the project leaves the rule's reach: the model's row no
+  // longer names ml-research. Inside itself is not offered.
+  await page.click(`[data-testid=project-tree] a[aria-label="Edit project ${project}"]`);
+  await page.waitForSelector('#edit-project-parent');
+  assert.equal(await page.inputValue('#edit-project-parent'), await page.locator('#edit-project-parent option', { hasText: 'vision' }).first().getAttribute('value'));
+  assert.equal(await page.locator(`#edit-project-parent option:has-text("${project}")`).count(), 0);
+  await page.selectOption('#edit-project-parent', { label: '— at the top —' });
+  await page.click('button:has-text("Save project")');
+  await page.waitForSelector('[data-testid=edit-project] [role=status] >> text=Saved.');
+  await page.waitForFunction((p) => {
+    const li = [...document.querySelectorAll('[data-testid=project-tree] li')].find((l) => l.textContent.includes(p));
+    return li && parseFloat(li.style.paddingLeft || '0') === 0;
+  }, project);
+  await page.waitForFunction((m) => {
+    const row = [...document.querySelectorAll('[data-testid=models-table] tbody tr')].find((r) => r.textContent.includes(m));
+    return row && !row.textContent.includes('ml-research');
+  }, model);
+
   // The project holds the model: its delete is refused with the reason.
   await page.click(`[data-testid=project-tree] a[aria-label="Delete project ${project}"]`);
   await page.click(`button:has-text("Delete project ${project}")`);

@@ -1,6 +1,8 @@
 // Every page of the console hydrates without a script error (a hydration mismatch is a console
-// error and a panic), for a tenant admin and for a member, including the states opened by a
-// link (an edit form, a delete confirmation). Runs last: the other tests' objects are there.
+// error and a panic) and into the server's HTML, not beside it (the page once came twice when its
+// code chunk was still loading), for a tenant admin and for a member, including the states
+// opened by a link (an edit form, a delete confirmation). Runs last: the other tests' objects
+// are there.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { BASE, launch, signIn, hydrated } from './helpers.mjs';
@@ -19,9 +21,13 @@ async function visit(page, paths) {
   for (const path of paths) {
     errors.length = 0;
     await page.goto(`${BASE}${path}`);
+    const served = await page.locator('main *').count();
     await hydrated(page);
     await page.waitForTimeout(500);
     assert.deepEqual(errors, [], `${path}: no script error`);
+    assert.equal(await page.locator('h1').count(), 1, `${path}: one heading after hydration`);
+    const shown = await page.locator('main *').count();
+    assert.ok(shown < served * 1.5, `${path}: hydrated into the served page (${served} elements served, ${shown} after hydration)`);
   }
 }
 

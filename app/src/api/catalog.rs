@@ -29,18 +29,20 @@ pub async fn create_project_form(
     .await
 }
 
-/// A project's name and description.
+/// A project's name, description and parent (empty: at the top).
 #[server(prefix = "/_sf", endpoint = "projects/update")]
 pub async fn update_project_form(
     csrf: String,
     id: String,
     name: String,
     description: String,
+    parent_id: String,
 ) -> Result<crate::model::Project, AppError> {
     ctx::writing(&csrf, move |c| async move {
         let input = UpdateProject {
             name: Some(name),
             description: Some(description),
+            parent_id: Some((!parent_id.is_empty()).then_some(parent_id)),
         };
         c.backend
             .update_project(&c.principal, &c.meta, &id, input)

@@ -329,6 +329,15 @@ pub struct UpdateProject {
     #[serde(default)]
     #[cfg_attr(feature = "ssr", schema(max_length = 500))]
     pub description: Option<String>,
+    /// Moves the project under another one of the tenant; `null`: to the top; absent: where
+    /// it is. A project cannot move inside itself or one of its sub-projects.
+    #[serde(
+        default,
+        deserialize_with = "scheduling::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "ssr", schema(value_type = Option<String>))]
+    pub parent_id: Option<Option<String>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

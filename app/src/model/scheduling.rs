@@ -501,7 +501,7 @@ pub struct UpdateQueue {
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

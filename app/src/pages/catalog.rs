@@ -31,7 +31,7 @@ pub fn tree(projects: &[Project]) -> Vec<(usize, Project)> {
         .map(|p| (0, p.clone()))
         .collect();
     while let Some((depth, p)) = stack.pop() {
-        // A cycle cannot be stored (a parent must exist first), but never loop on one.
+        // The server refuses a move that would make a cycle, but never loop on one.
         if out.iter().any(|(_, q): &(usize, Project)| q.id == p.id) {
             continue;
         }
@@ -45,6 +45,15 @@ pub fn tree(projects: &[Project]) -> Vec<(usize, Project)> {
         out.push((depth, p));
     }
     out
+}
+
+/// Where project `id` may move: every project in tree order except itself and those inside
+/// it (the server refuses those too).
+fn move_targets(projects: &[Project], id: &str) -> Vec<(usize, Project)> {
+    tree(projects)
+        .into_iter()
+        .filter(|(_, q)| !ancestors(projects, &q.id).iter().any(|a| a == id))
+        .collect()
 }
 
 /// The project and every project above it.
@@ -234,7 +243,7 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
             }}
             <div id="projects">
                 {move || editing().map(|id| match projects.iter().find(|p| p.id == id).cloned() {
-                    Some(p) => view! {
+                    Some(p) => { let targets = move_targets(&projects, &p.id); view! {
                         <ActionForm action=a.edit_project attr:class="mt-4 rounded-md border border-slate-200 p-3" attr:data-testid="edit-project">
                             <CsrfField/>
                             <input type="hidden" name="id" value=p.id.clone()/>
@@ -244,6 +253,17 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
                             <label class=format!("{LABEL} mt-3") for="edit-project-description">"Description"</label>
                             <input id="edit-project-description" name="description" class=INPUT value={echo_or::<UpdateProjectForm>("description", &p.description)}/>
                             {field_error(edit_value, "description")}
+                            <label class=format!("{LABEL} mt-3") for="edit-project-parent">"Inside"</label>
+                            <select id="edit-project-parent" name="parent_id" class=INPUT>
+                                <option value="" selected={echo_or::<UpdateProjectForm>("parent_id", p.parent_id.as_deref().unwrap_or_default()).is_empty()}>"— at the top —"</option>
+                                {targets.into_iter().map(|(depth, q)| {
+                                    let selected = echo_or::<UpdateProjectForm>("parent_id", p.parent_id.as_deref().unwrap_or_default()) == q.id;
+                                    view! {
+                                        <option value=q.id.clone() selected=selected>{format!("{}{}", "\u{a0}\u{a0}".repeat(depth), q.name)}</option>
+                                    }
+                                }).collect_view()}
+                            </select>
+                            {field_error(edit_value, "parent_id")}
                             <div class="mt-3 flex items-center gap-3">
                                 <button type="submit" class=BUTTON>"Save project"</button>
                                 <a class="text-sm text-slate-700 hover:underline" href="/catalog">"Close"</a>
@@ -251,7 +271,7 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
                             </div>
                             <div class="mt-3">{form_error(edit_value)}</div>
                         </ActionForm>
-                    }.into_any(),
+                    }.into_any() }
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such project: it may have been deleted."</p> }.into_any(),
                 })}
                 {move || open().map(|id| match names.iter().find(|(pid, _)| *pid == id) {
@@ -410,6 +430,25 @@ mod tests {
         .map(|(d, n)| (d, n.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_project_moves_anywhere_but_inside_itself() {
+        let ps = vec![
+            project("1", "research", None),
+            project("3", "vision", Some("1")),
+            project("5", "detection", Some("3")),
+            project("4", "prod", None),
+        ];
+        let names = |id: &str| -> Vec<String> {
+            move_targets(&ps, id)
+                .into_iter()
+                .map(|(_, p)| p.name)
+                .collect()
+        };
+        assert_eq!(names("3"), ["prod", "research"]);
+        assert_eq!(names("1"), ["prod"]);
+        assert_eq!(names("5"), ["prod", "research", "vision"]);
     }
 
     #[test]

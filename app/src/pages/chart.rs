@@ -23,7 +23,7 @@ pub fn StackedBars(id: &'static str, label: String, data: Stacked) -> impl IntoV
     #[cfg(feature = "hydrate")]
     {
         let option = option_json(&data);
-        Effect::new(move |_| draw(id, &option));
+        Effect::new(move |_| draw_when_loaded(id, option.clone(), 100));
     }
     #[cfg(not(feature = "hydrate"))]
     let _ = &data;
@@ -113,24 +113,53 @@ mod echarts {
         #[wasm_bindgen(method, js_name = setOption)]
         pub fn set_option(this: &Chart, option: &JsValue);
 
+        /// `chart.resize()`: takes the element's new size.
+        #[wasm_bindgen(method)]
+        pub fn resize(this: &Chart);
+
         /// `JSON.parse(text)`.
         #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
         pub fn parse(text: &str) -> Result<JsValue, JsValue>;
     }
 }
 
+/// ECharts for the page's charts, once per page that draws any: the other pages never load
+/// its megabyte. Server-rendered, it runs before the page hydrates; inserted by a navigation in
+/// the browser, it loads while the chart waits ([`draw_when_loaded`]).
+#[component]
+pub fn ChartScript() -> impl IntoView {
+    view! { <script src="/echarts.min.js" defer></script> }
+}
+
+/// Draws the chart once ECharts has loaded, trying again every 100 ms, `tries` times.
 #[cfg(feature = "hydrate")]
-fn draw(id: &str, option: &str) {
-    let Some(el) = document().get_element_by_id(id) else {
+fn draw_when_loaded(id: &'static str, option: String, tries: u32) {
+    if draw(id, &option) || tries == 0 {
         return;
+    }
+    set_timeout(
+        move || draw_when_loaded(id, option, tries - 1),
+        std::time::Duration::from_millis(100),
+    );
+}
+
+/// Draws the chart; false while ECharts is not loaded yet.
+#[cfg(feature = "hydrate")]
+fn draw(id: &str, option: &str) -> bool {
+    let Some(el) = document().get_element_by_id(id) else {
+        return true;
     };
     // Without ECharts (blocked or not loaded) the table beside the chart still says it all.
     let Ok(chart) = echarts::init(&el) else {
-        return;
+        return false;
     };
     if let Ok(option) = echarts::parse(option) {
         chart.set_option(&option);
     }
+    // The chart follows the window (a phone turned, a window resized). The listener lives
+    // as long as the page: a chart navigated away from resizes nothing.
+    let _ = window_event_listener(leptos::ev::resize, move |_| chart.resize());
+    true
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::chart::{Stacked, StackedBars};
+use super::chart::{ChartScript, Stacked, StackedBars};
 use super::policy::{duration, gpus};
 use crate::api::history::load_history;
 use crate::model::*;
@@ -46,6 +46,7 @@ pub fn HistoryPage() -> impl IntoView {
     let history = Resource::new(window, load_history);
     view! {
         <Title text="History"/>
+        <ChartScript/>
         <PageHeader title="History" subtitle="GPU allocation, queue depth and wait times, sampled every minute by the scheduler and averaged per bucket. Times are UTC."/>
         <nav aria-label="Window" class="mb-6 flex flex-wrap gap-2 text-sm">
             {HistoryWindow::ALL

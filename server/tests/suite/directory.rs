@@ -271,6 +271,50 @@ async fn projects_form_a_tree(kind: Kind) {
         .body["description"],
         "boxes"
     );
+    // Moves: a project under its own child would make a cycle; to the top and back are fine.
+    let cycle = app
+        .patch(
+            &format!("/api/v1/projects/{pid}"),
+            &admin,
+            json!({"parent_id": cid}),
+        )
+        .await;
+    assert_eq!(cycle.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(cycle.body["errors"][0]["field"], "parent_id");
+    let itself = app
+        .patch(
+            &format!("/api/v1/projects/{pid}"),
+            &admin,
+            json!({"parent_id": pid}),
+        )
+        .await;
+    assert_eq!(itself.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let top = app
+        .patch(
+            &format!("/api/v1/projects/{cid}"),
+            &admin,
+            json!({"parent_id": null}),
+        )
+        .await;
+    assert_eq!(top.status, StatusCode::OK);
+    assert!(top.body["parent_id"].is_null());
+    assert_eq!(top.body["description"], "boxes", "a move keeps the rest");
+    let back = app
+        .patch(
+            &format!("/api/v1/projects/{cid}"),
+            &admin,
+            json!({"parent_id": pid}),
+        )
+        .await;
+    assert_eq!(back.body["parent_id"], pid.as_str());
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'project.update' AND target_id = '{cid}' AND summary LIKE '%parent_id%'"
+        ))
+        .await,
+        2,
+        "each move is audited with where it went"
+    );
     assert_eq!(
         app.delete(&format!("/api/v1/projects/{cid}"), &admin)
             .await

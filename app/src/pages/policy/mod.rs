@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use server_fn::ServerFn;
 
-use super::chart::{Stacked, StackedBars};
+use super::chart::{ChartScript, Stacked, StackedBars};
 use crate::api::{
     load_policy_config, load_policy_overview, CreatePoolForm, CreateProfileForm, CreateQueueForm,
     DeletePolicyForm, DeletePoolForm, DeleteProfileForm, DeleteQueueForm, EditPolicyForm,
@@ -253,6 +253,7 @@ fn Overview(o: PolicyOverview) -> impl IntoView {
     view! {
         <div class="grid gap-6 xl:grid-cols-2">
             <Card title="Capacity across pools">
+                <ChartScript/>
                 <StackedBars id="capacity-chart" label="GPUs per pool: in quota, over quota and idle".to_string() data=capacity/>
                 <div class="mt-4 overflow-x-auto">
                 <table class=TABLE data-testid="capacity-table">

@@ -139,7 +139,15 @@ pub async fn update_project(
         &description,
     )
     .await?;
-    let summary = rename_summary((&current.name, &current.description), (&name, &description));
+    let parent = match input.parent_id {
+        None => current.parent_id.clone(),
+        Some(parent) => parent.filter(|id| !id.is_empty()),
+    };
+    let mut summary = rename_summary((&current.name, &current.description), (&name, &description));
+    if parent != current.parent_id {
+        move_row(&mut tx, p.tenant_id(), id, parent.as_deref()).await?;
+        summary["parent_id"] = json!({"from": current.parent_id, "to": parent});
+    }
     audit::record(
         &mut tx,
         now,
@@ -185,6 +193,54 @@ pub async fn delete_project(
     )
     .await?;
     tx.commit().await?;
+    Ok(())
+}
+
+/// Moves project `id` under `parent` (`None`: to the top), refusing a parent that is not a
+/// project of the tenant or lies inside the project itself (the tree would become a cycle).
+async fn move_row(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    id: &str,
+    parent: Option<&str>,
+) -> ApiResult<()> {
+    if let Some(parent) = parent {
+        let rows = sqlx::query("SELECT id, parent_id FROM projects WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .fetch_all(&mut *tx.tx)
+            .await?;
+        let parent_of = |of: &str| -> Option<Option<String>> {
+            rows.iter()
+                .find(|r| r.try_get::<String, _>("id").is_ok_and(|x| x == of))
+                .map(|r| r.try_get::<Option<String>, _>("parent_id").ok().flatten())
+        };
+        if parent_of(parent).is_none() {
+            return Err(AppError::field("parent_id", "no such project in this tenant").into());
+        }
+        // Walk up from the new parent: meeting the project itself means a cycle.
+        let mut next = Some(parent.to_string());
+        let mut steps = 0;
+        while let Some(at) = next.take() {
+            if at == id {
+                return Err(AppError::field(
+                    "parent_id",
+                    "a project cannot move inside itself or one of its sub-projects",
+                )
+                .into());
+            }
+            steps += 1;
+            if steps > rows.len() {
+                break;
+            }
+            next = parent_of(&at).flatten();
+        }
+    }
+    sqlx::query("UPDATE projects SET parent_id = $1 WHERE tenant_id = $2 AND id = $3")
+        .bind(parent)
+        .bind(tenant_id)
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
     Ok(())
 }
 

@@ -212,6 +212,14 @@ test('a queue\'s waiting count opens its waiting order, place by place, page aft
   assert.notEqual(await page.locator('[data-testid=all-jobs-table] tbody tr').first().getAttribute('data-job'), firstJob);
   await page.goto(`${BASE}${href}`);
   await page.waitForSelector('[data-testid=queue-order]');
+  // Each place has its estimated start: a time (the demo's pools are simulated, so the running
+  // jobs' ends are known) that never comes earlier for a job further down the line.
+  const starts = await page.locator('[data-testid=estimated-start]').allTextContents();
+  assert.equal(starts.length, await page.locator('[data-testid=place]').count());
+  assert.match(starts[0].trim(), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/, starts.join(' | '));
+  const times = starts.map((t) => t.trim()).filter((t) => t !== '—');
+  assert.deepEqual([...times].sort(), times, 'estimates do not go back in time down the line');
+  assert.ok(starts.findIndex((t) => t.trim() === '—') === -1 || starts.slice(starts.findIndex((t) => t.trim() === '—')).every((t) => t.trim() === '—'), 'once unknown, unknown for those behind');
   await shot(page, 'queue-order');
   await context.close();
 });

@@ -167,6 +167,12 @@ pub struct Job {
     pub queued_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// In a queue's waiting order (`sort=queue`, `state=queued`, one `queue_id`): the earliest
+    /// time the GPUs this job and those ahead of it need are freed by the running jobs' time
+    /// limits (on simulated pools, their known run time), as Slurm's expected start; absent
+    /// where that cannot be known (a running job without a time limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start_at: Option<i64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

@@ -132,12 +132,12 @@ pub fn JobsPage() -> impl IntoView {
                         };
                         view! {
                         {line.then(|| view! {
-                            <p class="mb-3 text-sm text-slate-600" data-testid="queue-order">"Waiting jobs of this queue in the order the scheduler takes them: priority class first, then the time they were submitted. A job starts when its group's quota and the pools' free GPUs allow; the first in line is the next considered."</p>
+                            <p class="mb-3 text-sm text-slate-600" data-testid="queue-order">"Waiting jobs of this queue in the order the scheduler takes them: priority class first, then the time they were submitted. A job starts when its group's quota and the pools' free GPUs allow; the first in line is the next considered. The estimated start is when the running jobs' time limits free enough GPUs for it and those ahead (jobs being preempted, and borrowed ones while it reclaims, by their abort timeout; — where a running job has no limit); other queues may take them first."</p>
                         })}
                         <div class="overflow-x-auto rounded-lg border border-slate-200 bg-white shadow-sm">
                             <table class=TABLE data-testid="all-jobs-table">
                                 <thead class="bg-slate-50"><tr>
-                                    {line.then(|| view! { <th class=TH>"#"</th> })}
+                                    {line.then(|| view! { <th class=TH>"#"</th><th class=TH>"Estimated start"</th> })}
                                     <th class=TH>"Name"</th><th class=TH>"State"</th><th class=TH>"User"</th>
                                     <th class=TH>"Queue"</th><th class=TH>"GPUs"</th><th class=TH>"Submitted"</th>
                                     <th class=TH>"Ran for"</th><th class=TH>"Why it waits"</th>
@@ -199,6 +199,11 @@ fn JobRow(j: Job, place: Option<usize>) -> impl IntoView {
     view! {
         <tr data-job=j.name.clone()>
             {place.map(|n| view! { <td class=format!("{TD} tabular-nums text-slate-500") data-testid="place">{n}</td> })}
+            {place.map(|_| view! {
+                <td class=format!("{TD} whitespace-nowrap text-slate-600") data-testid="estimated-start">
+                    {j.estimated_start_at.map(format_ms).unwrap_or_else(|| "—".into())}
+                </td>
+            })}
             <td class=TD><a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name.clone()}</a></td>
             <td class=format!("{TD} whitespace-nowrap") data-state=j.state.as_str()>{state}</td>
             <td class=TD>{j.username.clone()}</td>

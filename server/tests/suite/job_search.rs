@@ -214,3 +214,65 @@ async fn a_queue_lists_its_waiting_jobs_in_the_schedulers_order(kind: Kind) {
         );
     }
 }
+
+both_stores!(waiting_jobs_get_the_start_the_running_jobs_time_limits_allow);
+
+/// In a queue's waiting order each job gets an estimated start: when the running jobs' ends
+/// (on a simulated pool its run time, capped by its time limit) free the GPUs it and the jobs
+/// ahead of it need; none where they never free enough.
+async fn waiting_jobs_get_the_start_the_running_jobs_time_limits_allow(kind: Kind) {
+    let app = TestApp::with_scheduler(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    // The pool's two GPUs: one for 600 s, one for 300 s capped by a 100 s time limit.
+    let long = submit(
+        &app,
+        &s.member,
+        json!({"queue_id": q, "name": "long", "command": "true", "gpu_milli": 1000, "duration_ms": 600_000}),
+    )
+    .await;
+    let short = submit(
+        &app,
+        &s.member,
+        json!({"queue_id": q, "name": "short", "command": "true", "gpu_milli": 1000,
+               "duration_ms": 300_000, "max_runtime_ms": 100_000}),
+    )
+    .await;
+    let long = crate::jobs::wait_state(&app, &s.member, &long, "running").await;
+    let short = crate::jobs::wait_state(&app, &s.member, &short, "running").await;
+    let started = |j: &serde_json::Value| j["job"]["started_at"].as_i64().unwrap();
+    for (name, milli) in [("two", 2000), ("one", 1000)] {
+        submit(
+            &app,
+            &s.member,
+            json!({"queue_id": q, "name": name, "command": "true", "gpu_milli": milli}),
+        )
+        .await;
+    }
+    let r = app
+        .get(
+            &format!("/api/v1/jobs?queue_id={q}&state=queued&sort=queue"),
+            &s.admin,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let items = r.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{}", r.text);
+    assert_eq!(items[0]["name"], "two");
+    // Both GPUs are free once the 600 s job ends (the other ends at its 100 s limit before).
+    assert_eq!(
+        items[0]["estimated_start_at"].as_i64(),
+        Some(started(&long) + 600_000),
+        "{}",
+        r.text
+    );
+    assert!(started(&short) + 100_000 < started(&long) + 600_000);
+    // Nothing more ends: the third GPU's worth the queue needs is never freed.
+    assert!(items[1].get("estimated_start_at").is_none(), "{}", r.text);
+    // The other orders give none.
+    let newest = app
+        .get(&format!("/api/v1/jobs?queue_id={q}&state=queued"), &s.admin)
+        .await;
+    assert!(newest.body["items"][0].get("estimated_start_at").is_none());
+    app.finish().await;
+}

@@ -22,6 +22,7 @@ use crate::http::error::{ApiResult, AppError};
 use crate::http::require;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
+mod estimate;
 mod group_commit;
 mod insert;
 mod submit;
@@ -76,6 +77,7 @@ pub fn job_from_row(r: &AnyRow) -> Result<Job, sqlx::Error> {
         queued_at: r.try_get("queued_at")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
+        estimated_start_at: None,
     })
 }
 
@@ -281,6 +283,11 @@ pub async fn list_jobs(store: &Store, p: &Principal, f: &JobFilter) -> ApiResult
     } else {
         None
     };
+    if order == Order::Queue && f.state.as_deref() == Some("queued") {
+        if let Some(queue_id) = given(&f.queue_id) {
+            estimate::fill(store, p, &queue_id, &mut items).await?;
+        }
+    }
     Ok(Page { items, next_cursor })
 }
 

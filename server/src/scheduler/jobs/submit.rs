@@ -278,6 +278,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         queued_at: now,
         started_at: None,
         finished_at: None,
+        estimated_start_at: None,
     })
 }
 

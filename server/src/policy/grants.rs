@@ -167,6 +167,7 @@ pub async fn set(
     }
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     let others: i64 = sqlx::query_scalar(
         "SELECT CAST(COALESCE(SUM(reservation_milli), 0) AS BIGINT) FROM pool_grants WHERE pool_id = $1 AND tenant_id <> $2",
     )

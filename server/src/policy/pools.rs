@@ -257,6 +257,7 @@ pub async fn create_pool(
     let gpus: u32 = pool.nodes.iter().map(|n| n.gpus).sum();
     let fit = PoolFit::of(&pool.nodes);
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     sqlx::query("INSERT INTO pools (id, owner_tenant_id, name, executor, nodes, gpu_hour_cost_cents, created_at, fit_gpus, fit_gpu_memory_mb) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
         .bind(&pool.id)
         .bind(pool.owner_tenant_id.clone())
@@ -343,6 +344,7 @@ pub async fn update_pool(
     let fit = PoolFit::of(&merged.nodes);
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     if let Some(why) = in_use::pool_nodes(&mut tx, id, &merged.nodes, executor_changes).await? {
         return Err(AppError::Conflict(why).into());
     }
@@ -409,6 +411,7 @@ pub async fn delete_pool(
     let pool = pool_to_change(store, p, id).await?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     if let Some(why) = in_use::pool(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }

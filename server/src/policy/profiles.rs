@@ -139,6 +139,7 @@ pub async fn create_profile(
         created_at: store.now(),
     };
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     sqlx::query("INSERT INTO profiles (id, tenant_id, name, gpu_milli, min_gpu_milli, max_gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
         .bind(&profile.id)
         .bind(p.tenant_id())
@@ -207,6 +208,7 @@ pub async fn update_profile(
     };
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     sqlx::query("UPDATE profiles SET name = $1, gpu_milli = $2, min_gpu_milli = $3, max_gpu_milli = $4, gpu_memory_mb = $5, cpu_milli = $6, memory_mb = $7 WHERE tenant_id = $8 AND id = $9")
         .bind(&profile.name)
         .bind(profile.gpu_milli)
@@ -248,6 +250,7 @@ pub async fn delete_profile(
     let profile = get_profile(store, p, id).await?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     if let Some(why) = crate::store::in_use::profile(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }

@@ -166,6 +166,7 @@ pub async fn create_queue(
     let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     sqlx::query("INSERT INTO queues (id, tenant_id, name, policy_id, profile_id, pools, over_quota, classes, min_runtime_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
         .bind(&id)
         .bind(p.tenant_id())
@@ -230,6 +231,7 @@ pub async fn update_queue(
     v.finish()?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     sqlx::query("UPDATE queues SET name = $1, profile_id = $2, pools = $3, over_quota = $4, classes = $5, min_runtime_ms = $6 WHERE tenant_id = $7 AND id = $8")
         .bind(&name)
         .bind(profile_id)
@@ -273,6 +275,7 @@ pub async fn delete_queue(
     let queue = get_queue(store, p, id).await?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.config_changed();
     if let Some(why) = crate::store::in_use::queue(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }

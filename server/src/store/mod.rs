@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::clock::Clock;
 
+pub mod config_cache;
 pub mod dialects;
 pub mod in_use;
 pub mod owners;
@@ -44,6 +45,8 @@ pub struct Store {
     /// for the pages says which of them it includes (see
     /// [`crate::scheduler::driver::SchedulerHandle::summary`]).
     scheduling_generation: Arc<AtomicU64>,
+    /// Configuration read per request, kept until a configuration change commits.
+    pub config: Arc<config_cache::ConfigCache>,
     /// The time source ([`Clock::system`] unless a test swaps in a manual one).
     pub clock: Clock,
 }
@@ -56,6 +59,8 @@ pub struct WriteTx {
     scheduling_changed: Arc<tokio::sync::Notify>,
     scheduling_generation: Arc<AtomicU64>,
     wake: bool,
+    config: Arc<config_cache::ConfigCache>,
+    config_changed: bool,
     now: i64,
     pub dialect: Dialect,
 }
@@ -63,6 +68,9 @@ pub struct WriteTx {
 impl WriteTx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await?;
+        if self.config_changed {
+            self.config.changed();
+        }
         if self.wake {
             self.scheduling_generation.fetch_add(1, Ordering::SeqCst);
             self.scheduling_changed.notify_one();
@@ -74,6 +82,12 @@ impl WriteTx {
     /// scheduler runs a cycle once it commits (not if it rolls back).
     pub fn wake_scheduler(&mut self) {
         self.wake = true;
+    }
+
+    /// This transaction changes configuration that submits read (queues, profiles, pools,
+    /// grants, groups): what [`Store::config`] remembers is forgotten once it commits.
+    pub fn config_changed(&mut self) {
+        self.config_changed = true;
     }
 
     /// The time this transaction began, read once from the store's clock: every row and audit
@@ -172,6 +186,7 @@ impl Store {
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
             scheduling_changed: Default::default(),
             scheduling_generation: Default::default(),
+            config: Default::default(),
             clock: Clock::system(),
         })
     }
@@ -194,6 +209,8 @@ impl Store {
             scheduling_changed: self.scheduling_changed.clone(),
             scheduling_generation: self.scheduling_generation.clone(),
             wake: false,
+            config: self.config.clone(),
+            config_changed: false,
             now: self.clock.now_ms(),
             dialect: self.dialect,
         })

@@ -11,8 +11,85 @@ use crate::jobs::{group_queue, job, node, pool, profile, setup, small_queue, sta
 both_stores!(
     a_batch_is_stored_whole_or_not_at_all,
     a_retried_submit_with_its_key_creates_nothing,
-    concurrent_submits_committed_together_keep_caps_and_keys
+    concurrent_submits_committed_together_keep_caps_and_keys,
+    a_submit_sees_the_queue_profile_and_pools_as_just_changed
 );
+
+/// Submits remember a queue's profile and pools between requests (store/config_cache.rs): a
+/// change through the API is what the very next submit gets, and a removed member is refused
+/// on the next one.
+async fn a_submit_sees_the_queue_profile_and_pools_as_just_changed(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let body = json!({"queue_id": q, "name": "j", "command": "true"});
+    let gpus = |v: &Value| v["gpu_milli"].as_i64();
+    let first = app.post("/api/v1/jobs", &s.member, body.clone()).await;
+    assert_eq!(
+        gpus(&first.body),
+        Some(125),
+        "the flexible profile's minimum: {}",
+        first.text
+    );
+    // The profile's minimum goes up: the next job gets it.
+    let queue = app.get(&format!("/api/v1/queues/{q}"), &s.admin).await;
+    let profile_id = queue.body["profile_id"].as_str().unwrap().to_string();
+    let r = app
+        .patch(
+            &format!("/api/v1/profiles/{profile_id}"),
+            &s.admin,
+            json!({"min_gpu_milli": 500}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let second = app.post("/api/v1/jobs", &s.member, body.clone()).await;
+    assert_eq!(gpus(&second.body), Some(500), "{}", second.text);
+    // The queue moves to a fixed 1-GPU profile: the next job gets one GPU.
+    let fixed = profile(&app, &s, json!({"name": "one", "gpu_milli": 1000})).await;
+    let r = app
+        .patch(
+            &format!("/api/v1/queues/{q}"),
+            &s.admin,
+            json!({"profile_id": fixed}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let third = app.post("/api/v1/jobs", &s.member, body.clone()).await;
+    assert_eq!(gpus(&third.body), Some(1000), "{}", third.text);
+    // A pool of one 1-GPU node only: a 2-GPU job no longer fits anywhere.
+    let small = pool(&app, &s, "tiny", "simulated", json!([node("t1", 1)])).await;
+    let flex = profile(
+        &app,
+        &s,
+        json!({"name": "flex2", "min_gpu_milli": 125, "max_gpu_milli": 2000}),
+    )
+    .await;
+    let r = app
+        .patch(
+            &format!("/api/v1/queues/{q}"),
+            &s.admin,
+            json!({"profile_id": flex, "pools": [small]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let two = json!({"queue_id": q, "name": "big", "command": "true", "gpu_milli": 2000});
+    let r = app.post("/api/v1/jobs", &s.member, two).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    // The member leaves the queue's group: the next submit is refused.
+    let member_id = app.user_id(&s.admin, "member").await;
+    let group = queue.body["group_id"].as_str().unwrap().to_string();
+    let r = app
+        .delete(
+            &format!("/api/v1/groups/{group}/members/{member_id}"),
+            &s.admin,
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.text);
+    let r = app.post("/api/v1/jobs", &s.member, body).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert_eq!(r.body["errors"][0]["field"], "queue_id", "{}", r.text);
+    app.finish().await;
+}
 
 /// `POST` with `Idempotency-Key` through the router, as a client retrying would send it.
 async fn submit_with_key(

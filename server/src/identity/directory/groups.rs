@@ -134,6 +134,8 @@ pub async fn update_group(
     )?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    // A queue names its group: submits read it with the queue (store/config_cache.rs).
+    tx.config_changed();
     rename_row(
         &mut tx,
         Named::Group,
@@ -159,6 +161,8 @@ pub async fn delete_group(
     let group = get_group(store, p, id).await?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    // A queue names its group: submits read it with the queue (store/config_cache.rs).
+    tx.config_changed();
     if let Some(why) = in_use::group(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }

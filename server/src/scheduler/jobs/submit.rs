@@ -16,6 +16,7 @@ use crate::http::require;
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
 use crate::store::{new_id, Store};
+use std::sync::Arc;
 
 fn env_key_ok(k: &str) -> bool {
     !k.is_empty()
@@ -33,13 +34,22 @@ struct QueueCtx {
     fits: Vec<PoolFit>,
 }
 
-async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<QueueCtx> {
-    let queue = match get_queue(store, p, queue_id).await {
-        Err(ApiError(AppError::NotFound)) => {
-            return Err(AppError::field("queue_id", "no such queue in your organization").into())
+async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<Arc<QueueCtx>> {
+    // The queue, profile and pool shapes as the last submit read them, unless configuration
+    // changed since (store/config_cache.rs); who may use the queue is checked every time.
+    let cached = store.config.get::<QueueCtx>(p.tenant_id(), queue_id);
+    let generation = store.config.generation();
+    let ctx = match cached {
+        Some(ctx) => ctx,
+        None => {
+            let ctx = Arc::new(read_queue_ctx(store, p, queue_id).await?);
+            store
+                .config
+                .put(p.tenant_id(), queue_id, generation, ctx.clone());
+            ctx
         }
-        other => other?,
     };
+    let queue = &ctx.queue;
     if !crate::access::may_use_queue(store, p, &queue.id, &queue.group_id).await? {
         return Err(AppError::field(
             "queue_id",
@@ -50,6 +60,17 @@ async fn queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<Qu
         )
         .into());
     }
+    Ok(ctx)
+}
+
+/// The queue, its profile and its pools' shapes, from the store.
+async fn read_queue_ctx(store: &Store, p: &Principal, queue_id: &str) -> ApiResult<QueueCtx> {
+    let queue = match get_queue(store, p, queue_id).await {
+        Err(ApiError(AppError::NotFound)) => {
+            return Err(AppError::field("queue_id", "no such queue in your organization").into())
+        }
+        other => other?,
+    };
     let profile = get_profile(store, p, &queue.profile_id).await?;
     let host = profile.cpu_milli > 0 || profile.memory_mb > 0;
     let fits = pool_fits(store, p, &queue.pools, host).await?;
@@ -363,7 +384,7 @@ pub async fn submit_batch(
         );
     }
     let now = store.now();
-    let mut queues: std::collections::HashMap<String, QueueCtx> = Default::default();
+    let mut queues: std::collections::HashMap<String, Arc<QueueCtx>> = Default::default();
     let mut errors: Vec<FieldError> = Vec::new();
     let mut items = Vec::with_capacity(input.jobs.len());
     for (i, job) in input.jobs.into_iter().enumerate() {

@@ -70,7 +70,7 @@ pub fn App() -> impl IntoView {
                 <ParentRoute path=path!("") view=Shell ssr=SsrMode::Async>
                     <Route path=path!("/portal") view=|| titled(view! { <PortalPage/> }) ssr=SsrMode::Async/>
                     <Route path=path!("/portal/jobs/:id") view=|| titled(view! { <JobPage/> }) ssr=SsrMode::Async/>
-                    <Route path=path!("/jobs") view=|| titled(view! { <JobsPage/> }) ssr=SsrMode::Async/>
+                    <Route path=path!("/jobs") view={Lazy::<JobsRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/history") view={Lazy::<HistoryRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/catalog") view={Lazy::<CatalogRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/policy") view={Lazy::<PolicyRoute>::new()} ssr=SsrMode::Async/>
@@ -134,11 +134,13 @@ fn admin_page(page: AdminPage) -> AnyView {
     }
 }
 
-/// History and the catalog: read by builders now and then, not on every visit, and the
-/// history's charts are most of its code. A chunk of their own, as the administration pages.
+/// The jobs list, history and the catalog: read by builders now and then, not on every visit
+/// (the portal lists a builder's own jobs), and the history's charts are most of its code. A
+/// chunk of their own, as the administration pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum BrowsePage {
+    Jobs,
     History,
     Catalog,
 }
@@ -146,6 +148,7 @@ pub enum BrowsePage {
 #[leptos::lazy]
 fn browse_page(page: BrowsePage) -> AnyView {
     match page {
+        BrowsePage::Jobs => view! { <JobsPage/> }.into_any(),
         BrowsePage::History => view! { <HistoryPage/> }.into_any(),
         BrowsePage::Catalog => view! { <CatalogPage/> }.into_any(),
     }
@@ -167,7 +170,7 @@ pub async fn load_page_chunk(path: &str) {
         .any(under)
     {
         __preload_admin_page().await;
-    } else if ["/history", "/catalog"].into_iter().any(under) {
+    } else if ["/jobs", "/history", "/catalog"].into_iter().any(under) {
         __preload_browse_page().await;
     }
 }
@@ -191,6 +194,7 @@ macro_rules! lazy_routes {
 }
 
 lazy_routes! {
+    JobsRoute => browse_page(BrowsePage::Jobs);
     HistoryRoute => browse_page(BrowsePage::History);
     CatalogRoute => browse_page(BrowsePage::Catalog);
     PolicyRoute => admin_page(AdminPage::Policy);

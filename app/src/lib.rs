@@ -87,8 +87,7 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// "Jobs · Switchyard". Each page brings the formatter with its title: one in the app around
-/// them would set an empty title while a page's code is still loading.
+/// "Jobs · Switchyard".
 fn page_title(title: String) -> String {
     format!("{title} · Switchyard")
 }
@@ -154,7 +153,8 @@ fn browse_page(page: BrowsePage) -> AnyView {
     }
 }
 
-/// Loads the chunk of the page at `path` (a URL path), if it has one. `frontend` awaits it before
+/// Loads the chunk of the page at `path` (a URL path; the prefixes are those of the lazy routes
+/// in [`App`]), if it has one. `frontend` awaits it before
 /// hydrating: the router hydrates a nested route's view as soon as it is built, so a chunk
 /// still loading then would leave the server's HTML in place and add the page a second time.
 #[cfg(feature = "hydrate")]

@@ -11,14 +11,35 @@ use utoipa::ToSchema;
 mod access;
 mod history;
 mod scheduling;
+mod scheduling_input;
 mod sso;
 mod states;
 
 pub use access::*;
 pub use history::*;
 pub use scheduling::*;
+pub use scheduling_input::*;
 pub use sso::*;
 pub use states::*;
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `#[serde(default = "yes")]`.
+pub(crate) fn yes() -> bool {
+    true
+}
+
+/// `#[serde(default = "one")]`.
+pub(crate) fn one() -> i64 {
+    1
+}
 
 /// The signed-in user as the API and the pages see them.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -333,7 +354,7 @@ pub struct UpdateProject {
     /// it is. A project cannot move inside itself or one of its sub-projects.
     #[serde(
         default,
-        deserialize_with = "scheduling::present",
+        deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
     #[cfg_attr(feature = "ssr", schema(value_type = Option<String>))]

@@ -92,6 +92,7 @@ pub async fn fill(
     }
     let head_at_limit = head.as_deref() == Some("over_limit");
     let reclaiming = head.as_deref() == Some("reclaiming");
+    let now = store.now();
     let mut ending = Vec::new();
     for pool in &queue.pools {
         // Live jobs holding GPUs in the pool, of every organization sharing it: only their
@@ -105,7 +106,6 @@ pub async fn fill(
         .bind(pool)
         .fetch_all(&store.pool)
         .await?;
-        let now = store.now();
         for r in &rows {
             if head_at_limit && r.try_get::<String, _>("group_id")? != queue.group_id {
                 continue;
@@ -133,7 +133,7 @@ pub async fn fill(
             });
         }
     }
-    let at = estimates(&line, &ending, store.now());
+    let at = estimates(&line, &ending, now);
     for job in items.iter_mut() {
         job.estimated_start_at = at.get(&job.id).copied();
     }

@@ -16,8 +16,9 @@
 //! whose group is at its limit, so they wait. The row starts once the Policy Manager's
 //! overview counts them all and the driver has run two cycles after its overlap window. Idle
 //! CPU is this process's user + system time over 5 s with no request (PostgreSQL's own CPU is
-//! not in it); the cycle is the median of the driver's cycles from the start of the idle
-//! window to the end of the row.
+//! not in it), with the driver's cycles in that window and how many of them were quiet
+//! (nothing changed since a settled cycle: the core skipped); the cycle is the median of the
+//! driver's cycles that ran the core, from the start of the idle window to the end of the row.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -197,7 +198,9 @@ async fn copy_jobs(store: &Store, template: &str, n: usize) {
 
 struct Figures {
     idle_cpu: f64,
-    idle_cycles: usize,
+    idle_cycles: u64,
+    /// Of the idle cycles, those that found nothing changed and skipped the core.
+    idle_quiet: u64,
     policy: f64,
     portal: f64,
     jobs: f64,
@@ -335,6 +338,13 @@ async fn run(url: &str, n: usize) -> Figures {
     // Let what the setup started settle, then measure an idle window.
     tokio::time::sleep(Duration::from_secs(2)).await;
     state.scheduler.stats.recent_cycles_us(true);
+    let stats = &state.scheduler.stats;
+    let (n0, q0) = (
+        stats.cycles.load(std::sync::atomic::Ordering::Relaxed),
+        stats
+            .quiet_cycles
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
     let c0 = cpu_seconds();
     let probe = std::env::var("SCALE_IDLE_PROBE").is_ok();
     let t0 = if probe { thread_ticks() } else { Vec::new() };
@@ -349,7 +359,11 @@ async fn run(url: &str, n: usize) -> Figures {
         }
     }
     let idle_cpu = (cpu_seconds() - c0) / w0.elapsed().as_secs_f64() * 100.0;
-    let idle_cycles = state.scheduler.stats.recent_cycles_us(false).len();
+    let idle_cycles = stats.cycles.load(std::sync::atomic::Ordering::Relaxed) - n0;
+    let idle_quiet = stats
+        .quiet_cycles
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - q0;
 
     let (r, alice_web, dan_web, alice_token) = (&router, &alice_web, &dan_web, &alice);
     let policy = timed(15, || async move {
@@ -427,6 +441,7 @@ async fn run(url: &str, n: usize) -> Figures {
     Figures {
         idle_cpu,
         idle_cycles,
+        idle_quiet,
         policy,
         portal,
         jobs,
@@ -461,7 +476,7 @@ fn main() {
         sqlx::any::install_default_drivers();
         let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        println!("| store | waiting jobs | idle CPU (% of a core, cycles in 5 s) | Policy Manager SSR p50 | member portal SSR p50 | GET /jobs?limit=50 p50 | submit → running p50 | driver cycle p50 |");
+        println!("| store | waiting jobs | idle CPU (% of a core, cycles in 5 s, of them quiet) | Policy Manager SSR p50 | member portal SSR p50 | GET /jobs?limit=50 p50 | submit → running p50 | driver cycle p50 |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|");
         for store in stores.split(',').map(str::trim) {
             for &n in &ns {
@@ -493,8 +508,8 @@ fn main() {
                     other => panic!("SCALE_STORES: unknown store {other}"),
                 };
                 println!(
-                    "| {store} | {n} | {:.1} % ({}) | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms | {:.1} ms |",
-                    row.idle_cpu, row.idle_cycles, row.policy, row.portal, row.jobs, row.submit, row.cycle
+                    "| {store} | {n} | {:.1} % ({}, {}) | {:.1} ms | {:.1} ms | {:.1} ms | {:.0} ms | {:.1} ms |",
+                    row.idle_cpu, row.idle_cycles, row.idle_quiet, row.policy, row.portal, row.jobs, row.submit, row.cycle
                 );
             }
         }

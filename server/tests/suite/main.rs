@@ -26,6 +26,7 @@ mod openapi;
 mod paging;
 mod policies;
 mod policy_edit;
+mod quiet;
 mod saml;
 mod saml_settings;
 mod scim;

@@ -81,7 +81,7 @@ use diagnosis::{never_fits, Diagnosis};
 pub use model::*;
 use reclaim::{reclaim, Claim};
 use rules::{fair_shares, may_borrow};
-pub use rules::{over_quota_jobs, pending_order, protected_until};
+pub use rules::{next_time_change, over_quota_jobs, pending_order, protected_until};
 
 // ---- the cycle ------------------------------------------------------------------------------
 

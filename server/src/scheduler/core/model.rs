@@ -4,12 +4,12 @@
 pub type MilliGpu = u32;
 pub const WHOLE: MilliGpu = app::model::WHOLE_GPU_MILLI as MilliGpu;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Device {
     pub memory_mb: u32,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Node {
     pub devices: Vec<Device>,
     /// CPU of the node in milli-cores; 0 = not declared (not checked).
@@ -28,12 +28,12 @@ pub struct Demand {
     pub ram_mb: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pool {
     pub nodes: Vec<Node>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupPolicy {
     /// The tenant the group belongs to: priorities compare only within a tenant.
     pub tenant: u32,
@@ -63,7 +63,7 @@ impl GroupPolicy {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Queue {
     pub group: u32,
     /// Pool indices in order; the later ones are spillover.

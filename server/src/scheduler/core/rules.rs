@@ -70,6 +70,25 @@ pub fn protected_until(s: &Snapshot, r: &RunningJob) -> i64 {
         .saturating_add(min.saturating_mul(1 + r.preemptions.min(3) as i64))
 }
 
+/// The first moment after `s.now` at which time alone could change a cycle's decisions or
+/// wait reasons: a waiting job of whole GPUs passing the starvation threshold, or a running
+/// job's protection from preemption ending. `None`: nothing in the snapshot changes with time.
+/// A driver whose snapshot did not change may skip cycles until then.
+pub fn next_time_change(s: &Snapshot) -> Option<i64> {
+    let holds = s.hold_after_ms.into_iter().flat_map(|t| {
+        s.pending
+            .iter()
+            .filter(|j| j.gpus >= WHOLE)
+            .map(move |j| j.waiting_since.saturating_add(t))
+    });
+    let protections = s
+        .running
+        .iter()
+        .filter(|r| r.preemptible)
+        .map(|r| protected_until(s, r));
+    holds.chain(protections).filter(|&t| t > s.now).min()
+}
+
 /// Each group's weighted fair share of the capacity beyond all reservations, in over-quota
 /// milli-GPUs: that capacity split by over-quota weight among the groups that borrow or want
 /// to (weight 0: none). See "Fair share" in the module docs.

@@ -20,6 +20,19 @@ use super::*;
 /// How often the jobs are read whole anyway.
 pub(super) const RECONCILE: Duration = Duration::from_secs(300);
 
+/// The longest a settled snapshot goes without a cycle of the core (see [`Live::settle`]).
+const QUIET_AT_MOST_MS: i64 = 60_000;
+
+/// What [`Live::refresh`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refreshed {
+    /// The snapshot was rebuilt from the configuration and these changed job rows.
+    Rows(usize),
+    /// Nothing changed since a cycle that settled, and no time-based change is due: the
+    /// snapshot is kept as it is (only its `now` moves), and the core would decide as before.
+    Quiet,
+}
+
 /// Where the next read starts (see [`crate::scheduler::changes`]).
 async fn horizon(store: &Store) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(crate::scheduler::changes::horizon_query(store.dialect))
@@ -46,6 +59,8 @@ pub(super) struct Live {
     full_at: Instant,
     /// Job rows read since the driver last had PostgreSQL's statistics of `jobs` renewed.
     changed_since_analyze: usize,
+    /// Until when the last cycle's decisions stand if nothing changes (see [`Live::settle`]).
+    settled_until: Option<i64>,
 }
 
 /// PostgreSQL plans the driver's multi-row `UPDATE … FROM (VALUES …)` statements from the
@@ -70,6 +85,7 @@ impl Live {
             since,
             full_at: Instant::now(),
             changed_since_analyze: 0,
+            settled_until: None,
         })
     }
 
@@ -78,15 +94,31 @@ impl Live {
         self.full_at.elapsed() >= RECONCILE
     }
 
+    /// Records whether the cycle just made settled: it admitted, preempted, launched, stopped
+    /// and re-worded nothing. Then, until a job row or the configuration changes, or time
+    /// reaches the core's next time-based change ([`core::next_time_change`]), another cycle
+    /// of the core would decide the same, and [`Live::refresh`] says [`Refreshed::Quiet`]
+    /// (with a cycle at least every [`QUIET_AT_MOST_MS`] anyway). At 100k waiting jobs this
+    /// is what keeps an idle server's once-a-second cycle to a few small reads.
+    pub(super) fn settle(&mut self, settled: bool, now: i64) {
+        self.settled_until = settled.then(|| {
+            core::next_time_change(&self.loaded.snap)
+                .unwrap_or(i64::MAX)
+                .min(now.saturating_add(QUIET_AT_MOST_MS))
+        });
+    }
+
     /// Brings the snapshot up to `now`: the configuration read again, the job rows changed
-    /// since the last read applied, the core's snapshot rebuilt. Returns the job rows read.
+    /// since the last read applied, the core's snapshot rebuilt. Returns the job rows read,
+    /// or [`Refreshed::Quiet`] when nothing changed since a settled cycle.
     pub(super) async fn refresh(
         &mut self,
         store: &Store,
         now: i64,
         min_runtime_ms: i64,
-    ) -> Result<usize, sqlx::Error> {
+    ) -> Result<Refreshed, sqlx::Error> {
         let mut next = load_config(store, now, min_runtime_ms).await?;
+        let settled = self.settled_until.take().filter(|&until| now < until);
         let mut jobs = std::mem::take(&mut self.loaded.jobs);
         if next.queue_index != self.loaded.queue_index {
             for j in &mut jobs {
@@ -100,6 +132,13 @@ impl Live {
         .bind(self.since)
         .fetch_all(&store.pool)
         .await?;
+        if rows.is_empty() && settled.is_some() && next.same_config(&self.loaded) {
+            self.loaded.jobs = jobs;
+            self.loaded.snap.now = now;
+            self.since = next_since;
+            self.settled_until = settled;
+            return Ok(Refreshed::Quiet);
+        }
         let mut gone = false;
         let mut added = Vec::new();
         for r in &rows {
@@ -137,7 +176,7 @@ impl Live {
                 self.changed_since_analyze = 0;
             }
         }
-        Ok(rows.len())
+        Ok(Refreshed::Rows(rows.len()))
     }
 
     /// Applies wait reasons the driver committed (they keep the rows' change numbers).

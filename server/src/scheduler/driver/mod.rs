@@ -99,13 +99,16 @@ impl SchedulerHandle {
 
 #[derive(Default)]
 pub struct Stats {
+    /// Cycles run, quiet ones included.
     pub cycles: AtomicU64,
+    /// Cycles that found nothing changed since a settled one (see `live::Refreshed::Quiet`).
+    pub quiet_cycles: AtomicU64,
     pub last_cycle_us: AtomicU64,
     pub admitted: AtomicU64,
     pub preempted: AtomicU64,
     pub events: AtomicU64,
-    /// The durations of the last [`RECENT_CYCLES`] cycles (snapshot, core, commit, launch
-    /// and stops), oldest first.
+    /// The durations of the last [`RECENT_CYCLES`] cycles that ran the core (snapshot, core,
+    /// commit, launch and stops), oldest first.
     recent_cycles_us: std::sync::Mutex<std::collections::VecDeque<u64>>,
 }
 
@@ -113,8 +116,14 @@ pub struct Stats {
 pub const RECENT_CYCLES: usize = 1024;
 
 impl Stats {
-    fn record_cycle(&self, us: u64) {
+    /// Counts a cycle; a quiet one (`full` false: nothing changed, the core not run) is not
+    /// among the recent durations.
+    fn record_cycle(&self, us: u64, full: bool) {
         self.cycles.fetch_add(1, Ordering::Relaxed);
+        if !full {
+            self.quiet_cycles.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         self.last_cycle_us.store(us, Ordering::Relaxed);
         if let Ok(mut r) = self.recent_cycles_us.lock() {
             if r.len() == RECENT_CYCLES {
@@ -420,6 +429,9 @@ impl Driver {
             }
             _ => (live::Live::full(&self.store, now, min_runtime).await?, None),
         };
+        if rows == Some(live::Refreshed::Quiet) {
+            return self.quiet_cycle(live, generation, t0).await;
+        }
         let t_snapshot = t0.elapsed();
         live.loaded.snap.hold_after_ms =
             (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
@@ -432,6 +444,7 @@ impl Driver {
         let (admitted, preempted, waits) = self
             .commit(&live.loaded, &decisions, self.store.now())
             .await?;
+        let mut settled = waits.is_empty() && decisions.admits.is_empty();
         live.set_wait(waits);
         let t_commit = t0.elapsed();
         let loaded = &live.loaded;
@@ -443,6 +456,7 @@ impl Driver {
             .chain(admitted)
             .collect();
         let changed = !to_launch.is_empty() || !preempted.is_empty();
+        settled &= !changed && decisions.preempts.is_empty();
         if !to_launch.is_empty() {
             self.launch(&to_launch).await?;
         }
@@ -471,6 +485,7 @@ impl Driver {
         }
         let over_time = self.runtime_limits(loaded, self.store.now()).await?;
         stops.extend(over_time);
+        settled &= stops.is_empty();
         for (id, reason, executor) in stops {
             self.stops_sent.insert(id.clone());
             self.executor(executor)
@@ -486,6 +501,7 @@ impl Driver {
                 (self.cfg.hold_after_ms > 0).then_some(self.cfg.hold_after_ms);
             self.handle.publish(Summary::of(&live.loaded, generation));
         }
+        live.settle(settled, now);
         tracing::debug!(
             jobs = live.loaded.jobs.len(),
             rows_read = ?rows,
@@ -498,11 +514,38 @@ impl Driver {
         );
         self.live = Some(live);
         let st = &self.handle.stats;
-        st.record_cycle(t0.elapsed().as_micros() as u64);
+        st.record_cycle(t0.elapsed().as_micros() as u64, true);
         st.admitted
             .fetch_add(decisions.admits.len() as u64, Ordering::Relaxed);
         st.preempted
             .fetch_add(decisions.preempts.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A cycle whose snapshot did not change since a settled one ([`live::Refreshed::Quiet`]):
+    /// the core would decide as before, so only the runtime limits are checked, and the
+    /// published counts, still true, are said to include the changes counted since.
+    async fn quiet_cycle(
+        &mut self,
+        mut live: live::Live,
+        generation: u64,
+        t0: Instant,
+    ) -> Result<(), sqlx::Error> {
+        self.handle.renew_summary(generation);
+        let over_time = self.runtime_limits(&live.loaded, self.store.now()).await?;
+        if !over_time.is_empty() {
+            live.settle(false, 0);
+        }
+        for (id, reason, executor) in over_time {
+            self.stops_sent.insert(id.clone());
+            self.executor(executor)
+                .stop(&id, reason, self.cfg.stop_grace_ms)
+                .await;
+        }
+        self.live = Some(live);
+        self.handle
+            .stats
+            .record_cycle(t0.elapsed().as_micros() as u64, false);
         Ok(())
     }
 

@@ -35,6 +35,7 @@ pub(crate) struct LiveJob {
     pub(crate) started_at: Option<i64>,
 }
 
+#[derive(PartialEq, Eq)]
 pub(crate) struct GroupInfo {
     pub(crate) id: String,
     pub(crate) tenant_id: String,
@@ -73,6 +74,23 @@ fn position(jobs: &[LiveJob], submitted_at: i64, id: &str) -> Option<u64> {
 }
 
 impl Loaded {
+    /// Whether two loads read the same configuration (pools and their nodes, policies,
+    /// queues); their jobs are not compared.
+    pub(crate) fn same_config(&self, other: &Loaded) -> bool {
+        let (a, b) = (&self.snap, &other.snap);
+        a.min_runtime_ms == b.min_runtime_ms
+            && a.pools == b.pools
+            && a.groups == b.groups
+            && a.queues == b.queues
+            && self.pool_ids == other.pool_ids
+            && self.pool_names == other.pool_names
+            && self.pool_executor == other.pool_executor
+            && self.node_names == other.node_names
+            && self.groups == other.groups
+            && self.queue_group == other.queue_group
+            && self.queue_index == other.queue_index
+    }
+
     /// The executor of the pool a job is placed in.
     pub(crate) fn executor_of(&self, j: &LiveJob) -> ExecutorKind {
         j.pool_id

@@ -113,6 +113,20 @@ impl SchedulerHandle {
         self.summary.send_replace(Some(Arc::new(summary)));
     }
 
+    /// Says the published counts include the scheduling changes up to `generation` (a quiet
+    /// cycle found that none of them changed what the counts are made of).
+    pub(crate) fn renew_summary(&self, generation: u64) {
+        self.summary.send_if_modified(|s| match s {
+            Some(cur) if cur.generation < generation => {
+                let mut next = Summary::clone(cur);
+                next.generation = generation;
+                *s = Some(Arc::new(next));
+                true
+            }
+            _ => false,
+        });
+    }
+
     /// Withdraws the summary (the driver stopped leading: it would only grow stale).
     pub(crate) fn withdraw(&self) {
         self.summary.send_replace(None);

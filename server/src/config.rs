@@ -93,6 +93,12 @@ pub struct ServeArgs {
     /// Most waiting jobs one group (its queues) may have [default: 100000].
     #[arg(long, env = "SWITCHYARD_MAX_PENDING_PER_GROUP")]
     pub max_pending_per_group: Option<i64>,
+    /// Address the gateways' listeners bind [default: 127.0.0.1].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_BIND")]
+    pub gateway_bind: Option<std::net::IpAddr>,
+    /// Ports the gateways' listeners are given, FIRST-LAST [default: 18400-18499].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_PORTS")]
+    pub gateway_ports: Option<String>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -123,6 +129,8 @@ struct FileConfig {
     trusted_proxies: Option<Vec<String>>,
     max_pending_per_user: Option<i64>,
     max_pending_per_group: Option<i64>,
+    gateway_bind: Option<std::net::IpAddr>,
+    gateway_ports: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +156,31 @@ pub struct Config {
     pub max_pending_per_user: i64,
     pub max_pending_per_group: i64,
     pub scheduler: DriverConfig,
+    pub gateway: GatewayConfig,
+}
+
+/// Where the gateways listen: each gateway (prod, dev, ...) gets a port of the range when it
+/// is created; its listener starts and stops with it, without a restart.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub bind: std::net::IpAddr,
+    pub ports: std::ops::RangeInclusive<u16>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            bind: std::net::IpAddr::from([127, 0, 0, 1]),
+            ports: 18400..=18499,
+        }
+    }
+}
+
+/// A port range, `FIRST-LAST`.
+fn port_range(s: &str) -> Option<std::ops::RangeInclusive<u16>> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a > 0 && a <= b).then_some(a..=b)
 }
 
 /// An IP address range (`10.0.0.0/8`, `::1/128`; a bare address is one host).
@@ -215,6 +248,7 @@ impl Default for Config {
             max_pending_per_user: 10_000,
             max_pending_per_group: 100_000,
             scheduler: Default::default(),
+            gateway: Default::default(),
         }
     }
 }
@@ -325,6 +359,18 @@ impl Config {
                     .job_gid
                     .or(file.job_gid)
                     .unwrap_or(d.scheduler.job_gid),
+            },
+            gateway: GatewayConfig {
+                bind: serve
+                    .gateway_bind
+                    .or(file.gateway_bind)
+                    .unwrap_or(d.gateway.bind),
+                ports: match serve.gateway_ports.clone().or(file.gateway_ports) {
+                    Some(s) => port_range(&s).ok_or_else(|| {
+                        anyhow::anyhow!("gateway_ports must be FIRST-LAST, such as 18400-18499")
+                    })?,
+                    None => d.gateway.ports,
+                },
             },
         };
         let mut c = c;

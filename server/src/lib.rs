@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
+pub mod gateway;
 pub mod http;
 pub mod identity;
 pub mod nodes;
@@ -55,6 +56,7 @@ pub fn state(store: Store, config: Config) -> AppState {
         .site_addr(config.listen)
         .build();
     let scheduler = scheduler::driver::SchedulerHandle::for_store(&store);
+    let gateways = gateway::Gateways::new(store.clone(), config.gateway.bind);
     AppState {
         store,
         config: Arc::new(config),
@@ -63,5 +65,6 @@ pub fn state(store: Store, config: Config) -> AppState {
         leptos,
         scheduler,
         oidc: Default::default(),
+        gateways,
     }
 }

@@ -21,4 +21,6 @@ pub struct AppState {
     pub scheduler: SchedulerHandle,
     /// OIDC discovery documents and signing keys, per provider.
     pub oidc: Arc<crate::identity::sso::oidc::DiscoveryCache>,
+    /// The gateways' snapshot, listeners and upstream state.
+    pub gateways: Arc<crate::gateway::Gateways>,
 }

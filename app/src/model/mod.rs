@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 mod access;
+mod gateway;
 mod history;
 mod scheduling;
 mod scheduling_input;
@@ -16,6 +17,7 @@ mod sso;
 mod states;
 
 pub use access::*;
+pub use gateway::*;
 pub use history::*;
 pub use scheduling::*;
 pub use scheduling_input::*;

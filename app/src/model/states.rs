@@ -89,6 +89,16 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// What a gateway token may call.
+    GatewayTokenKind {
+        /// Whatever its user may `use` at the time of each request.
+        User = "user",
+        /// Only the endpoints named (and only while its user may still `use` them).
+        Endpoint = "endpoint",
+    }
+}
+
 impl JobState {
     /// States that hold or wait for capacity.
     pub const LIVE: &'static [JobState] = &[

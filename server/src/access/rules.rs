@@ -49,7 +49,7 @@ pub(crate) fn table_of(kind: ResourceKind) -> Option<&'static str> {
         ResourceKind::Model => Some("models"),
         ResourceKind::Dataset => Some("datasets"),
         ResourceKind::Queue => Some("queues"),
-        ResourceKind::Endpoint => None,
+        ResourceKind::Endpoint => Some("endpoints"),
     }
 }
 
@@ -121,6 +121,7 @@ pub async fn create_rule(
     let now = store.now();
     let id = new_id();
     let mut tx = store.begin_write().await?;
+    tx.access_changed();
     sqlx::query("INSERT INTO access_rules (id, tenant_id, group_id, permission, resource_kind, resource_id, project_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
         .bind(&id)
         .bind(tenant)
@@ -172,6 +173,7 @@ pub async fn delete_rule(
     let rule = rule_from_row(&row)?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.access_changed();
     sqlx::query("DELETE FROM access_rules WHERE tenant_id = $1 AND id = $2")
         .bind(p.tenant_id())
         .bind(id)

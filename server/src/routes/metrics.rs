@@ -104,7 +104,9 @@ pub async fn metrics(
             .unwrap_or(-1);
         gauges.push((name, help, v));
     }
-    let mut resp = state.metrics.render(&gauges).into_response();
+    let mut text = state.metrics.render(&gauges);
+    state.gateways.metrics.render(&mut text);
+    let mut resp = text.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -87,6 +87,11 @@ pub async fn project(
             "dataset",
             "datasets",
         ),
+        (
+            "SELECT COUNT(*) FROM endpoints WHERE tenant_id = $1 AND project_id = $2",
+            "endpoint",
+            "endpoints",
+        ),
     ] {
         let n = count(tx, sql, tenant_id, id).await?;
         if n > 0 {

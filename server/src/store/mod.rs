@@ -45,6 +45,10 @@ pub struct Store {
     /// for the pages says which of them it includes (see
     /// [`crate::scheduler::driver::SchedulerHandle::summary`]).
     scheduling_generation: Arc<AtomicU64>,
+    /// Counts the commits that changed who may call what (memberships, users, access rules,
+    /// projects, endpoints, gateways, routes, gateway tokens): the gateway's in-memory
+    /// snapshot is rebuilt when it moves (see [`WriteTx::access_changed`]).
+    access_generation: Arc<AtomicU64>,
     /// Configuration read per request, kept until a configuration change commits.
     pub config: Arc<config_cache::ConfigCache>,
     /// The time source ([`Clock::system`] unless a test swaps in a manual one).
@@ -61,6 +65,8 @@ pub struct WriteTx {
     wake: bool,
     config: Arc<config_cache::ConfigCache>,
     config_changed: bool,
+    access_generation: Arc<AtomicU64>,
+    access_changed: bool,
     now: i64,
     pub dialect: Dialect,
 }
@@ -70,6 +76,9 @@ impl WriteTx {
         self.tx.commit().await?;
         if self.config_changed {
             self.config.changed();
+        }
+        if self.access_changed {
+            self.access_generation.fetch_add(1, Ordering::SeqCst);
         }
         if self.wake {
             self.scheduling_generation.fetch_add(1, Ordering::SeqCst);
@@ -88,6 +97,13 @@ impl WriteTx {
     /// grants, groups): what [`Store::config`] remembers is forgotten once it commits.
     pub fn config_changed(&mut self) {
         self.config_changed = true;
+    }
+
+    /// This transaction changes who may call what through the gateway (memberships, users,
+    /// access rules, projects, endpoints, gateways, routes, gateway tokens): the gateway's
+    /// snapshot is rebuilt before its next request once it commits.
+    pub fn access_changed(&mut self) {
+        self.access_changed = true;
     }
 
     /// The time this transaction began, read once from the store's clock: every row and audit
@@ -186,6 +202,7 @@ impl Store {
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
             scheduling_changed: Default::default(),
             scheduling_generation: Default::default(),
+            access_generation: Default::default(),
             config: Default::default(),
             clock: Clock::system(),
         })
@@ -211,6 +228,8 @@ impl Store {
             wake: false,
             config: self.config.clone(),
             config_changed: false,
+            access_generation: self.access_generation.clone(),
+            access_changed: false,
             now: self.clock.now_ms(),
             dialect: self.dialect,
         })
@@ -220,6 +239,11 @@ impl Store {
     /// counts once it is visible to readers).
     pub fn scheduling_generation(&self) -> u64 {
         self.scheduling_generation.load(Ordering::SeqCst)
+    }
+
+    /// How many commits that change who may call what this process has seen.
+    pub fn access_generation(&self) -> u64 {
+        self.access_generation.load(Ordering::SeqCst)
     }
 
     /// Counts a committed scheduling change that did not wake the scheduler (the scheduler's

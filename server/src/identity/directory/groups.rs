@@ -352,6 +352,7 @@ pub async fn delete_group_row(
     tenant_id: &str,
     group_id: &str,
 ) -> Result<u64, sqlx::Error> {
+    tx.access_changed();
     sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2")
         .bind(tenant_id)
         .bind(group_id)
@@ -395,6 +396,7 @@ pub async fn insert_membership(
     now: i64,
     source: MemberSource<'_>,
 ) -> Result<(), sqlx::Error> {
+    tx.access_changed();
     sqlx::query("INSERT INTO memberships (tenant_id, group_id, user_id, created_at, source) VALUES ($1, $2, $3, $4, $5)")
         .bind(tenant_id)
         .bind(group_id)
@@ -415,6 +417,7 @@ pub async fn delete_membership(
     user_id: &str,
     only_if: &str,
 ) -> Result<u64, sqlx::Error> {
+    tx.access_changed();
     Ok(sqlx::query(&format!(
         "DELETE FROM memberships WHERE tenant_id = $1 AND group_id = $2 AND user_id = $3
          AND user_id IN (SELECT u.id FROM users u WHERE {only_if})"
@@ -433,6 +436,7 @@ pub async fn delete_memberships_from(
     tenant_id: &str,
     source: MemberSource<'_>,
 ) -> Result<u64, sqlx::Error> {
+    tx.access_changed();
     Ok(
         sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND source = $2")
             .bind(tenant_id)

@@ -176,6 +176,7 @@ pub async fn delete_project(
     if let Some(why) = in_use::project(&mut tx, p.tenant_id(), id).await? {
         return Err(AppError::Conflict(why).into());
     }
+    tx.access_changed();
     sqlx::query("DELETE FROM projects WHERE tenant_id = $1 AND id = $2")
         .bind(p.tenant_id())
         .bind(id)
@@ -235,6 +236,7 @@ async fn move_row(
             next = parent_of(&at).flatten();
         }
     }
+    tx.access_changed();
     sqlx::query("UPDATE projects SET parent_id = $1 WHERE tenant_id = $2 AND id = $3")
         .bind(parent)
         .bind(tenant_id)

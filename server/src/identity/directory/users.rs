@@ -248,6 +248,7 @@ pub async fn update_user(
     let new_hash = password::hash_off_runtime(input.password.clone()).await?;
     let now = store.now();
     let mut tx = store.begin_write().await?;
+    tx.access_changed();
     sqlx::query("UPDATE users SET display_name = $1, email = $2, is_tenant_admin = $3, disabled = $4 WHERE tenant_id = $5 AND id = $6")
         .bind(&display_name)
         .bind(email.clone())
@@ -345,6 +346,7 @@ pub async fn end_access(
 
 /// Deletes a user with their sessions, tokens and memberships, inside the caller's transaction.
 pub async fn purge_user(tx: &mut WriteTx, tenant_id: &str, id: &str) -> Result<(), sqlx::Error> {
+    tx.access_changed();
     tokens::delete_credentials_of(tx, tenant_id, id).await?;
     for sql in [
         "DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2",
@@ -495,6 +497,7 @@ pub async fn set_scim_fields(
     f: &ScimUserFields<'_>,
     only_if: &str,
 ) -> Result<u64, sqlx::Error> {
+    tx.access_changed();
     Ok(sqlx::query(&format!(
         "UPDATE users SET display_name = $1, email = $2, external_id = $3, disabled = $4, scim_name = $5 WHERE tenant_id = $6 AND id = $7 AND {only_if}"
     ))

@@ -1,0 +1,256 @@
+//! Gateways (`gateways`, written only here): namespace-scoped instances (prod, dev, ...) of a
+//! tenant, each with its own listener port, given from the server's configured range when it
+//! is created, and its own tokens. Every member sees the tenant's gateways; tenant admins
+//! create and delete them.
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use app::access::Action;
+use app::model::*;
+
+use super::endpoints::{name_ok, NAME_RULE};
+use crate::access::is_admin;
+use crate::audit;
+use crate::config::GatewayConfig;
+use crate::http::error::{ApiError, ApiResult, AppError, Validator};
+use crate::http::require;
+use crate::store::{is_unique_violation, new_id, Store};
+
+/// Tries at taking a free port before giving up (another replica may take the same one).
+const PORT_ATTEMPTS: usize = 5;
+
+/// `http://{host}:{port}`, with the listeners' bind address when `host` is empty.
+pub(crate) fn base_url(gw: &GatewayConfig, host: &str, port: i64) -> String {
+    let port = u16::try_from(port).unwrap_or(0);
+    if host.is_empty() {
+        format!("http://{}", SocketAddr::new(gw.bind, port))
+    } else {
+        format!("http://{host}:{port}")
+    }
+}
+
+fn gateway_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<Gateway, sqlx::Error> {
+    let port: i64 = r.try_get("port")?;
+    Ok(Gateway {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        port,
+        url: base_url(gw, "", port),
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+const GATEWAY_COLUMNS: &str = "id, name, port, created_at";
+
+/// The tenant's gateways, in name order (every member sees them).
+pub async fn list_gateways(
+    store: &Store,
+    gw: &GatewayConfig,
+    p: &Principal,
+) -> ApiResult<Vec<Gateway>> {
+    require(p, Action::ViewDirectory)?;
+    let rows = sqlx::query(&format!(
+        "SELECT {GATEWAY_COLUMNS} FROM gateways WHERE tenant_id = $1 ORDER BY name, id"
+    ))
+    .bind(p.tenant_id())
+    .fetch_all(&store.pool)
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| gateway_from_row(gw, r))
+        .collect::<Result<_, _>>()?)
+}
+
+/// One of the tenant's gateways; 404 for anything else.
+pub async fn get_gateway(
+    store: &Store,
+    gw: &GatewayConfig,
+    p: &Principal,
+    id: &str,
+) -> ApiResult<Gateway> {
+    require(p, Action::ViewDirectory)?;
+    let row = sqlx::query(&format!(
+        "SELECT {GATEWAY_COLUMNS} FROM gateways WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(p.tenant_id())
+    .bind(id)
+    .fetch_optional(&store.pool)
+    .await?
+    .ok_or(AppError::NotFound)?;
+    Ok(gateway_from_row(gw, &row)?)
+}
+
+/// The answer when a tenant already has a gateway of this name.
+fn name_taken(name: &str) -> ApiError {
+    ApiError(AppError::Conflict(format!(
+        "name: a gateway named {name} already exists in your organization"
+    )))
+}
+
+/// Creates a gateway (tenant admins): it gets the lowest port of the configured range that no
+/// gateway of any tenant holds. The `UNIQUE (port)` key settles a race with another replica:
+/// the loser tries the next free port, a few times.
+pub async fn create_gateway(
+    store: &Store,
+    gw: &GatewayConfig,
+    p: &Principal,
+    meta: &RequestMeta,
+    input: CreateGateway,
+) -> ApiResult<Gateway> {
+    require(p, Action::ViewDirectory)?;
+    if !is_admin(p) {
+        return Err(ApiError(AppError::Forbidden));
+    }
+    let name = input.name.trim().to_string();
+    Validator::default()
+        .check(name_ok(&name), "name", NAME_RULE)
+        .finish()?;
+    let (first, last) = (i64::from(*gw.ports.start()), i64::from(*gw.ports.end()));
+    for _ in 0..PORT_ATTEMPTS {
+        let mut tx = store.begin_write().await?;
+        tx.access_changed();
+        let now = tx.now();
+        let taken: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM gateways WHERE tenant_id = $1 AND name = $2")
+                .bind(p.tenant_id())
+                .bind(&name)
+                .fetch_one(&mut *tx.tx)
+                .await?;
+        if taken > 0 {
+            return Err(name_taken(&name));
+        }
+        let used: Vec<i64> = sqlx::query_scalar(
+            "SELECT port FROM gateways WHERE port >= $1 AND port <= $2 ORDER BY port",
+        )
+        .bind(first)
+        .bind(last)
+        .fetch_all(&mut *tx.tx)
+        .await?;
+        let Some(port) = (first..=last).find(|port| used.binary_search(port).is_err()) else {
+            return Err(AppError::Conflict(format!(
+                "No free gateway port: all {} ports of the range {first}-{last} are in use; delete a gateway or widen gateway_ports",
+                last - first + 1
+            ))
+            .into());
+        };
+        let id = new_id();
+        let inserted = sqlx::query(
+            "INSERT INTO gateways (id, tenant_id, name, port, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&id)
+        .bind(p.tenant_id())
+        .bind(&name)
+        .bind(port)
+        .bind(now)
+        .execute(&mut *tx.tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            // The port (or the name) was taken meanwhile: look again in a new transaction.
+            Err(e) if is_unique_violation(&e) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        audit::record(
+            &mut tx,
+            now,
+            p,
+            meta,
+            "gateway.create",
+            "gateway",
+            &id,
+            json!({"name": name, "port": port}),
+        )
+        .await?;
+        tx.commit().await?;
+        return get_gateway(store, gw, p, &id).await;
+    }
+    Err(AppError::Conflict("Another gateway took the free port meanwhile; try again".into()).into())
+}
+
+/// Deletes a gateway (tenant admins), with its routes and tokens; its port is free again.
+pub async fn delete_gateway(
+    store: &Store,
+    gw: &GatewayConfig,
+    p: &Principal,
+    meta: &RequestMeta,
+    id: &str,
+) -> ApiResult<()> {
+    let g = get_gateway(store, gw, p, id).await?;
+    if !is_admin(p) {
+        return Err(ApiError(AppError::Forbidden));
+    }
+    let mut tx = store.begin_write().await?;
+    tx.access_changed();
+    let now = tx.now();
+    let routes = sqlx::query(
+        "SELECT id, host, path_prefix, endpoint_id FROM gateway_routes WHERE tenant_id = $1 AND gateway_id = $2 ORDER BY host, path_prefix",
+    )
+    .bind(p.tenant_id())
+    .bind(id)
+    .fetch_all(&mut *tx.tx)
+    .await?
+    .iter()
+    .map(|r| {
+        Ok(json!({
+            "id": r.try_get::<String, _>("id")?,
+            "host": r.try_get::<String, _>("host")?,
+            "path_prefix": r.try_get::<String, _>("path_prefix")?,
+            "endpoint_id": r.try_get::<String, _>("endpoint_id")?,
+        }))
+    })
+    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let tokens = sqlx::query("DELETE FROM gateway_tokens WHERE tenant_id = $1 AND gateway_id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?
+        .rows_affected();
+    sqlx::query("DELETE FROM gateway_routes WHERE tenant_id = $1 AND gateway_id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?;
+    let gone = sqlx::query("DELETE FROM gateways WHERE tenant_id = $1 AND id = $2")
+        .bind(p.tenant_id())
+        .bind(id)
+        .execute(&mut *tx.tx)
+        .await?
+        .rows_affected();
+    if gone == 0 {
+        return Err(AppError::NotFound.into());
+    }
+    audit::record(
+        &mut tx,
+        now,
+        p,
+        meta,
+        "gateway.delete",
+        "gateway",
+        id,
+        json!({"name": g.name, "port": g.port, "routes_removed": routes, "tokens_removed": tokens}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let mut gw = GatewayConfig::default();
+        assert_eq!(base_url(&gw, "", 18400), "http://127.0.0.1:18400");
+        assert_eq!(
+            base_url(&gw, "api.acme.dev", 18401),
+            "http://api.acme.dev:18401"
+        );
+        gw.bind = "::1".parse().unwrap();
+        assert_eq!(base_url(&gw, "", 18402), "http://[::1]:18402");
+    }
+}

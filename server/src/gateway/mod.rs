@@ -1,0 +1,22 @@
+//! The AI Application Gateway: endpoints (a project's named services) and their instances,
+//! the namespace-scoped gateways with their listeners and tokens, static routes, and the data
+//! path that authenticates, authorizes and balances each request.
+//!
+//! Owns `endpoints`, `endpoint_targets`, `gateways`, `gateway_routes` and `gateway_tokens`.
+//! Every write commits with its audit entry and says [`crate::store::WriteTx::access_changed`],
+//! so the in-memory [`snapshot`] that the data path reads (no database on the hot path) is
+//! rebuilt before the next request; identity and access writes (memberships, users, rules,
+//! projects) say the same.
+
+pub mod affinity;
+pub mod api;
+pub mod endpoints;
+pub mod instances;
+pub mod metrics;
+pub mod proxy;
+pub mod routes;
+pub mod runtime;
+pub mod snapshot;
+pub mod tokens;
+
+pub use runtime::{start, Gateways};

@@ -1,0 +1,470 @@
+//! The data path of one gateway listener: route by host and path prefix, authenticate the
+//! gateway token and check `use` on the endpoint (from the in-memory snapshot only), pick an
+//! instance by consistent hashing with bounded load on the session key, and forward. Bodies
+//! stream both ways frame by frame (an SSE response reaches the client chunk by chunk as the
+//! upstream writes it); a client that goes away drops the upstream request with it.
+//!
+//! Errors are `application/problem+json` with a stable type under
+//! `https://switchyard.dev/problems/gateway/` and a `source`: `gateway` (no route, token,
+//! access), `upstream` (unreachable, timed out, no healthy instance). Nothing internal is
+//! shown.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http_body::Frame;
+use http_body_util::BodyExt;
+use serde_json::json;
+
+use app::model::GatewayTokenKind;
+
+use super::affinity::{key_hash, session_key, KeySource, DEFAULT_BALANCE_FACTOR, MAX_BODY_SCAN};
+use super::metrics::EndpointStats;
+use super::runtime::{Gateways, TargetState, EJECT_MS};
+use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
+use crate::identity::secret::digest;
+
+/// How long an upstream has to start its answer.
+const UPSTREAM_HEADERS_TIMEOUT: Duration = Duration::from_secs(300);
+/// Instances tried for one request (only while nothing was sent upstream).
+const ATTEMPTS: usize = 3;
+/// The header that carries a session key (besides an OpenAI-style body's `user`).
+pub const SESSION_HEADER: &str = "x-session-id";
+
+struct Ctx {
+    shared: Arc<Gateways>,
+    gateway_id: String,
+}
+
+pub(super) fn router(shared: Arc<Gateways>, gateway_id: String) -> Router {
+    Router::new()
+        .fallback(handle)
+        .with_state(Arc::new(Ctx { shared, gateway_id }))
+}
+
+/// Who produced an error.
+#[derive(Clone, Copy)]
+enum Source {
+    Gateway,
+    Upstream,
+}
+
+fn problem(status: StatusCode, slug: &str, title: &str, source: Source) -> Response {
+    let body = json!({
+        "type": format!("https://switchyard.dev/problems/gateway/{slug}"),
+        "title": title,
+        "status": status.as_u16(),
+        "source": match source { Source::Gateway => "gateway", Source::Upstream => "upstream" },
+    });
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+/// The request's host, lowercase, without a port.
+fn host_of(req: &Request) -> String {
+    let h = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().host())
+        .unwrap_or("");
+    let h = match h.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => h,
+    };
+    h.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Checks the request's gateway token against the endpoint: `Err` is the refusal.
+fn authorize(
+    snap: &Snapshot,
+    gw: &GatewaySnap,
+    ep: &EndpointSnap,
+    headers: &HeaderMap,
+    now: i64,
+) -> Result<(), Box<Response>> {
+    let unauthorized = |slug: &str, title: &str| {
+        Box::new(problem(
+            StatusCode::UNAUTHORIZED,
+            slug,
+            title,
+            Source::Gateway,
+        ))
+    };
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| unauthorized("token-missing", "A gateway token is required"))?;
+    // A token of another gateway (namespace) is as unknown here as a made-up one.
+    let t = snap
+        .tokens
+        .get(&digest(secret))
+        .filter(|t| t.gateway_id == gw.id && t.tenant_id == gw.tenant_id)
+        .ok_or_else(|| unauthorized("token-invalid", "This token is not valid on this gateway"))?;
+    if t.expires_at.is_some_and(|at| at <= now) {
+        return Err(unauthorized("token-expired", "This token has expired"));
+    }
+    let user_ok = snap
+        .users
+        .get(&t.user_id)
+        .is_some_and(|u| !u.disabled && u.tenant_id == gw.tenant_id);
+    if !user_ok {
+        return Err(unauthorized(
+            "token-invalid",
+            "This token is not valid on this gateway",
+        ));
+    }
+    let named = t.kind == GatewayTokenKind::User || t.endpoints.contains(&ep.id);
+    if !named || !snap.may_use(&t.user_id, ep) {
+        return Err(Box::new(problem(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "This token may not call this endpoint",
+            Source::Gateway,
+        )));
+    }
+    Ok(())
+}
+
+/// Headers that concern one connection, not the request (RFC 9110 section 7.6.1).
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Whether the body is small JSON worth reading for a session key (`user`, the prompt).
+fn small_json(headers: &HeaderMap) -> bool {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json"));
+    let len = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    json && len.is_some_and(|n| n <= MAX_BODY_SCAN)
+}
+
+/// The request body: read whole when small (then it can be sent again to another instance
+/// if the first refuses the connection), streamed otherwise.
+enum Payload {
+    Whole(Bytes),
+    Stream(Option<Body>),
+}
+
+impl Payload {
+    fn take(&mut self) -> Option<Body> {
+        match self {
+            Payload::Whole(b) => Some(Body::from(b.clone())),
+            Payload::Stream(s) => s.take(),
+        }
+    }
+}
+
+async fn handle(
+    State(ctx): State<Arc<Ctx>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
+    let g = &ctx.shared;
+    let t0 = std::time::Instant::now();
+    let snap = match g.current().await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "gateway: reading its configuration failed");
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "The gateway cannot serve requests right now",
+                Source::Gateway,
+            );
+        }
+    };
+    let no_route = || {
+        problem(
+            StatusCode::NOT_FOUND,
+            "no-route",
+            "No route on this gateway for this host and path",
+            Source::Gateway,
+        )
+    };
+    let Some(gw) = snap.gateways.get(&ctx.gateway_id) else {
+        return no_route();
+    };
+    let host = host_of(&req);
+    let Some(ep) = gw
+        .route(&host, req.uri().path())
+        .and_then(|r| snap.endpoints.get(&r.endpoint_id))
+    else {
+        return no_route();
+    };
+    let now = g.store.now();
+    let stats = g.metrics.endpoint(&ep.id, &ep.name);
+    if !ep.public {
+        if let Err(refused) = authorize(&snap, gw, ep, req.headers(), now) {
+            stats.observe(refused.status().as_u16(), t0.elapsed());
+            return *refused;
+        }
+    }
+    stats.inflight.fetch_add(1, Ordering::Relaxed);
+    let guard = Inflight {
+        endpoint: stats.clone(),
+        target: None,
+    };
+    let resp = forward(g, ep, req, peer, &host, now, guard).await;
+    stats.observe(resp.status().as_u16(), t0.elapsed());
+    resp
+}
+
+async fn forward(
+    g: &Gateways,
+    ep: &EndpointSnap,
+    req: Request,
+    peer: SocketAddr,
+    host: &str,
+    now: i64,
+    mut guard: Inflight,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let mut payload = if http_body::Body::is_end_stream(&body) {
+        Payload::Whole(Bytes::new())
+    } else if small_json(&parts.headers) {
+        match http_body_util::Limited::new(body, MAX_BODY_SCAN)
+            .collect()
+            .await
+        {
+            Ok(b) => Payload::Whole(b.to_bytes()),
+            Err(_) => {
+                return problem(
+                    StatusCode::BAD_REQUEST,
+                    "bad-body",
+                    "The request body could not be read",
+                    Source::Gateway,
+                )
+            }
+        }
+    } else {
+        Payload::Stream(Some(body))
+    };
+    let header_list: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
+    let sources = [
+        KeySource::Header(SESSION_HEADER.into()),
+        KeySource::JsonUser,
+        KeySource::PromptPrefix(256),
+    ];
+    let scanned: &[u8] = match &payload {
+        Payload::Whole(b) => b,
+        Payload::Stream(_) => &[],
+    };
+    let key = match session_key(&sources, &header_list, scanned) {
+        Some(k) => key_hash(&k),
+        None => rand::random::<u64>(),
+    };
+    let states: Vec<Arc<TargetState>> = ep.targets.iter().map(|t| g.target(&t.id)).collect();
+    let mut tried: Vec<usize> = states
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.usable(now))
+        .map(|(i, _)| i)
+        .collect();
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    for _ in 0..ATTEMPTS.min(ep.targets.len().max(1)) {
+        let load: Vec<u64> = states
+            .iter()
+            .map(|s| s.inflight.load(Ordering::Relaxed))
+            .collect();
+        let pick = ep
+            .ring
+            .pick(key, &load, DEFAULT_BALANCE_FACTOR, &tried)
+            .or_else(|| ep.ring.pick(key, &load, f64::INFINITY, &tried));
+        let Some(i) = pick else {
+            break;
+        };
+        tried.push(i);
+        let Some(body) = payload.take() else {
+            break;
+        };
+        let target = &ep.targets[i];
+        let state = states[i].clone();
+        let Ok(uri) = format!("http://{}{}", target.address, path_and_query).parse::<Uri>() else {
+            continue;
+        };
+        let mut up = axum::http::Request::builder()
+            .method(parts.method.clone())
+            .uri(uri)
+            .body(body)
+            .unwrap_or_default();
+        let headers = up.headers_mut();
+        for (k, v) in &parts.headers {
+            if !hop_by_hop(k) && k != header::AUTHORIZATION && k != header::HOST {
+                headers.append(k.clone(), v.clone());
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(&peer.ip().to_string()) {
+            headers.append(HeaderName::from_static("x-forwarded-for"), v);
+        }
+        if let Ok(v) = HeaderValue::from_str(host) {
+            headers.insert(HeaderName::from_static("x-forwarded-host"), v);
+        }
+        state.inflight.fetch_add(1, Ordering::Relaxed);
+        state.requests.fetch_add(1, Ordering::Relaxed);
+        guard.target = Some(state.clone());
+        match tokio::time::timeout(UPSTREAM_HEADERS_TIMEOUT, g.client.request(up)).await {
+            Ok(Ok(resp)) => {
+                let (mut rp, incoming) = resp.into_parts();
+                let hop: Vec<HeaderName> = rp
+                    .headers
+                    .keys()
+                    .filter(|k| hop_by_hop(k))
+                    .cloned()
+                    .collect();
+                for k in hop {
+                    rp.headers.remove(k);
+                }
+                let body = Body::new(Tracked {
+                    inner: incoming,
+                    guard,
+                });
+                return Response::from_parts(rp, body);
+            }
+            Ok(Err(e)) if e.is_connect() => {
+                if let Some(t) = guard.target.take() {
+                    t.inflight.fetch_sub(1, Ordering::Relaxed);
+                }
+                state.failures.fetch_add(1, Ordering::Relaxed);
+                state
+                    .ejected_until
+                    .store(now.saturating_add(EJECT_MS), Ordering::Relaxed);
+                tracing::warn!(endpoint = %ep.name, target = %target.address, "gateway: instance refused the connection; ejected");
+                continue;
+            }
+            Ok(Err(e)) => {
+                state.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(endpoint = %ep.name, target = %target.address, error = %e, "gateway: upstream failed");
+                return problem(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream-failed",
+                    "The endpoint's instance failed to answer",
+                    Source::Upstream,
+                );
+            }
+            Err(_) => {
+                state.failures.fetch_add(1, Ordering::Relaxed);
+                return problem(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream-timeout",
+                    "The endpoint's instance did not answer in time",
+                    Source::Upstream,
+                );
+            }
+        }
+    }
+    if ep.targets.is_empty() || tried.len() >= ep.targets.len() {
+        problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no-instance",
+            "The endpoint has no instance that answers",
+            Source::Upstream,
+        )
+    } else {
+        problem(
+            StatusCode::BAD_GATEWAY,
+            "upstream-unreachable",
+            "The endpoint's instances could not be reached",
+            Source::Upstream,
+        )
+    }
+}
+
+/// Counts a request in flight to its endpoint and instance until its response body ends
+/// (or is dropped: the client went away).
+struct Inflight {
+    endpoint: Arc<EndpointStats>,
+    target: Option<Arc<TargetState>>,
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        self.endpoint.inflight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(t) = &self.target {
+            t.inflight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The upstream's response body, passed on frame by frame, holding its [`Inflight`] and
+/// counting the bytes sent.
+struct Tracked {
+    inner: hyper::body::Incoming,
+    guard: Inflight,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                self.guard
+                    .endpoint
+                    .bytes_out
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

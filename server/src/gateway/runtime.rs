@@ -1,0 +1,238 @@
+//! The gateways at run time: the current [`Snapshot`] (rebuilt when the store's access
+//! generation moves), one listener per gateway (started and stopped as gateways come and go,
+//! without a restart; a stopped listener lets its in-flight requests and streams finish), the
+//! upstream instances' state (requests in flight, health, passive ejection) and the pooled
+//! upstream client.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::task::JoinHandle;
+
+use super::proxy;
+use super::snapshot::Snapshot;
+use crate::store::Store;
+
+/// How often listeners are reconciled with the gateways and instances are probed.
+const RECONCILE_EVERY: Duration = Duration::from_millis(100);
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// An instance that refused a connection is skipped this long.
+pub(super) const EJECT_MS: i64 = 5_000;
+
+/// One upstream instance as the data path tracks it (by target id).
+#[derive(Default)]
+pub struct TargetState {
+    /// Requests (and streams) in flight to it: the balancer's load.
+    pub inflight: AtomicU64,
+    /// Its last active probe connected (until the first probe: assumed healthy).
+    pub down: AtomicBool,
+    /// Skipped until this time (store clock, ms) after a failed connection.
+    pub ejected_until: AtomicI64,
+    pub requests: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+impl TargetState {
+    pub fn usable(&self, now: i64) -> bool {
+        !self.down.load(Ordering::Relaxed) && self.ejected_until.load(Ordering::Relaxed) <= now
+    }
+}
+
+struct Listener {
+    port: u16,
+    /// Dropped (with the listener) to stop accepting; in-flight requests finish.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Shared by every listener and the reconcile loop.
+pub struct Gateways {
+    pub(super) store: Store,
+    bind: IpAddr,
+    snap: RwLock<Arc<Snapshot>>,
+    rebuild: tokio::sync::Mutex<()>,
+    targets: Mutex<HashMap<String, Arc<TargetState>>>,
+    pub(super) client: Client<HttpConnector, Body>,
+    listeners: tokio::sync::Mutex<HashMap<String, Listener>>,
+    /// Per endpoint counters for `/metrics`.
+    pub metrics: super::metrics::Registry,
+}
+
+impl Gateways {
+    pub fn new(store: Store, bind: IpAddr) -> Arc<Gateways> {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(Duration::from_secs(2)));
+        http.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(http);
+        Arc::new(Gateways {
+            store,
+            bind,
+            snap: RwLock::new(Arc::new(Snapshot {
+                generation: u64::MAX,
+                ..Default::default()
+            })),
+            rebuild: tokio::sync::Mutex::new(()),
+            targets: Mutex::new(HashMap::new()),
+            client,
+            listeners: tokio::sync::Mutex::new(HashMap::new()),
+            metrics: Default::default(),
+        })
+    }
+
+    fn cached(&self) -> Arc<Snapshot> {
+        match self.snap.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The snapshot as of every commit this process has seen: rebuilt first when one changed
+    /// who may call what (one rebuild at a time; others wait for it). An error (the store
+    /// unreachable) is returned rather than an older snapshot: a revocation is never missed.
+    pub async fn current(&self) -> Result<Arc<Snapshot>, sqlx::Error> {
+        let want = self.store.access_generation();
+        let s = self.cached();
+        if s.generation == want {
+            return Ok(s);
+        }
+        let _one = self.rebuild.lock().await;
+        let want = self.store.access_generation();
+        let s = self.cached();
+        if s.generation == want {
+            return Ok(s);
+        }
+        let next = Arc::new(Snapshot::load(&self.store, want).await?);
+        match self.snap.write() {
+            Ok(mut w) => *w = next.clone(),
+            Err(poisoned) => *poisoned.into_inner() = next.clone(),
+        }
+        Ok(next)
+    }
+
+    /// The tracked state of a target (created on first use).
+    pub fn target(&self, id: &str) -> Arc<TargetState> {
+        let mut t = match self.targets.lock() {
+            Ok(t) => t,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        t.entry(id.to_string()).or_default().clone()
+    }
+
+    /// Starts a listener for each gateway that has none, stops those of gateways gone.
+    async fn reconcile(self: &Arc<Self>, snap: &Snapshot) {
+        let mut listeners = self.listeners.lock().await;
+        listeners.retain(|id, l| {
+            let keep = snap.gateways.get(id).is_some_and(|g| g.port == l.port);
+            if !keep {
+                tracing::info!(gateway = %id, port = l.port, "gateway: listener stopped");
+            }
+            keep
+        });
+        for g in snap.gateways.values() {
+            if listeners.contains_key(&g.id) || g.port == 0 {
+                continue;
+            }
+            let addr = SocketAddr::new(self.bind, g.port);
+            let tcp = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(gateway = %g.name, %addr, error = %e, "gateway: cannot listen");
+                    continue;
+                }
+            };
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let app = proxy::router(self.clone(), g.id.clone());
+            tokio::spawn(async move {
+                let serve =
+                    axum::serve(tcp, app.into_make_service_with_connect_info::<SocketAddr>())
+                        .with_graceful_shutdown(async move {
+                            let _ = stopped.await;
+                        });
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "gateway: listener failed");
+                }
+            });
+            tracing::info!(gateway = %g.name, tenant = %g.tenant_id, %addr, "gateway: listening");
+            listeners.insert(
+                g.id.clone(),
+                Listener {
+                    port: g.port,
+                    _stop: stop,
+                },
+            );
+        }
+    }
+
+    /// Probes every instance with a TCP connection: one that does not answer is skipped until
+    /// it does again.
+    async fn probe(&self, snap: &Snapshot) {
+        let checks = snap
+            .endpoints
+            .values()
+            .flat_map(|e| e.targets.iter())
+            .map(|t| {
+                let state = self.target(&t.id);
+                let address = t.address.clone();
+                async move {
+                    let ok = matches!(
+                        tokio::time::timeout(
+                            PROBE_TIMEOUT,
+                            tokio::net::TcpStream::connect(&address)
+                        )
+                        .await,
+                        Ok(Ok(_))
+                    );
+                    state.down.store(!ok, Ordering::Relaxed);
+                }
+            });
+        futures::future::join_all(checks).await;
+    }
+
+    /// The ports the gateways listen on now, by gateway id.
+    pub async fn listening(&self) -> HashMap<String, u16> {
+        self.listeners
+            .lock()
+            .await
+            .iter()
+            .map(|(id, l)| (id.clone(), l.port))
+            .collect()
+    }
+}
+
+/// Starts the gateways' reconcile loop: listeners follow the gateways in the store (within
+/// [`RECONCILE_EVERY`] of a commit in this process), instances are probed every
+/// [`PROBE_EVERY`].
+pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut seen = u64::MAX;
+        let mut probed = tokio::time::Instant::now() - PROBE_EVERY;
+        loop {
+            let now_gen = g.store.access_generation();
+            if now_gen != seen || probed.elapsed() >= PROBE_EVERY {
+                match g.current().await {
+                    Ok(snap) => {
+                        seen = snap.generation;
+                        g.reconcile(&snap).await;
+                        if probed.elapsed() >= PROBE_EVERY {
+                            probed = tokio::time::Instant::now();
+                            g.probe(&snap).await;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "gateway: reading its configuration failed")
+                    }
+                }
+            }
+            tokio::time::sleep(RECONCILE_EVERY).await;
+        }
+    })
+}

@@ -1,0 +1,354 @@
+//! What the data path knows, in memory: every gateway with its routes, every live gateway
+//! token (by the hash of its secret), every endpoint with its instances, and what decides
+//! who may call an endpoint (users, their groups, the `endpoint` access rules, projects).
+//! Read whole from the store after each commit that changes any of it (the store's access
+//! generation moves), so a request never reads the database and a revocation or a removal
+//! from a group refuses the very next request.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use sqlx::Row;
+
+use app::access::{can, Permission, ResourceKind, Rule, Scope, Subject, Target};
+use app::model::GatewayTokenKind;
+
+use super::affinity::{Member, Ring, DEFAULT_VNODES};
+use crate::access::project_chain;
+use crate::store::Store;
+
+/// A route of a gateway: requests whose host matches (`""`: any) and whose path starts with
+/// the prefix (at a `/` boundary) go to the endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteSnap {
+    pub host: String,
+    pub prefix: String,
+    pub endpoint_id: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct GatewaySnap {
+    pub id: String,
+    pub tenant_id: String,
+    pub name: String,
+    pub port: u16,
+    /// Host-specific routes first, then longer prefixes first: the first match wins.
+    pub routes: Vec<RouteSnap>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TargetSnap {
+    pub id: String,
+    pub address: String,
+}
+
+pub struct EndpointSnap {
+    pub id: String,
+    pub tenant_id: String,
+    pub name: String,
+    pub public: bool,
+    pub owner_id: Option<String>,
+    /// The endpoint's project and its ancestors, nearest first.
+    pub projects: Vec<String>,
+    pub targets: Vec<TargetSnap>,
+    /// Over every target (health is applied per request).
+    pub ring: Ring,
+}
+
+#[derive(Clone, Debug)]
+pub struct TokenSnap {
+    pub id: String,
+    pub tenant_id: String,
+    pub gateway_id: String,
+    pub user_id: String,
+    pub kind: GatewayTokenKind,
+    pub endpoints: HashSet<String>,
+    pub expires_at: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct UserSnap {
+    pub tenant_id: String,
+    pub disabled: bool,
+    pub tenant_admin: bool,
+    pub groups: Vec<String>,
+}
+
+#[derive(Default)]
+pub struct Snapshot {
+    /// The store's access generation this snapshot was read at (or after).
+    pub generation: u64,
+    pub gateways: HashMap<String, GatewaySnap>,
+    pub endpoints: HashMap<String, EndpointSnap>,
+    /// By the SHA-256 of the secret; revoked tokens are not here.
+    pub tokens: HashMap<String, TokenSnap>,
+    pub users: HashMap<String, UserSnap>,
+    /// The `endpoint` access rules, by tenant.
+    pub rules: HashMap<String, Vec<Rule>>,
+}
+
+impl RouteSnap {
+    /// Whether a request for `host` (lowercase, without port) and `path` takes this route.
+    pub fn matches(&self, host: &str, path: &str) -> bool {
+        if !self.host.is_empty() && self.host != host {
+            return false;
+        }
+        let p = self.prefix.trim_end_matches('/');
+        p.is_empty()
+            || path == p
+            || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
+    }
+}
+
+/// Host-specific routes first, then longer prefixes first.
+fn order_routes(routes: &mut [RouteSnap]) {
+    routes.sort_by_key(|r| (r.host.is_empty(), std::cmp::Reverse(r.prefix.len())));
+}
+
+impl GatewaySnap {
+    pub fn route(&self, host: &str, path: &str) -> Option<&RouteSnap> {
+        self.routes.iter().find(|r| r.matches(host, path))
+    }
+}
+
+impl Snapshot {
+    /// Whether `user_id` may call the endpoint now: an enabled user of its tenant with `use`
+    /// on it (an access rule of one of their groups, ownership, or tenant admin).
+    pub fn may_use(&self, user_id: &str, ep: &EndpointSnap) -> bool {
+        let Some(u) = self.users.get(user_id) else {
+            return false;
+        };
+        if u.disabled || u.tenant_id != ep.tenant_id {
+            return false;
+        }
+        let subject = Subject {
+            user_id,
+            groups: &u.groups,
+            tenant_admin: u.tenant_admin,
+        };
+        let target = Target {
+            kind: ResourceKind::Endpoint,
+            id: &ep.id,
+            projects: &ep.projects,
+            owner: ep.owner_id.as_deref(),
+        };
+        let rules = self.rules.get(&ep.tenant_id).map_or(&[][..], |r| &r[..]);
+        can(&subject, rules, &target, Permission::Use)
+    }
+
+    /// Reads everything the data path needs.
+    pub async fn load(store: &Store, generation: u64) -> Result<Snapshot, sqlx::Error> {
+        let pool = &store.pool;
+        let mut s = Snapshot {
+            generation,
+            ..Default::default()
+        };
+        for r in sqlx::query("SELECT id, tenant_id, name, port FROM gateways")
+            .fetch_all(pool)
+            .await?
+        {
+            let id: String = r.try_get("id")?;
+            let port: i64 = r.try_get("port")?;
+            s.gateways.insert(
+                id.clone(),
+                GatewaySnap {
+                    id,
+                    tenant_id: r.try_get("tenant_id")?,
+                    name: r.try_get("name")?,
+                    port: u16::try_from(port).unwrap_or(0),
+                    routes: Vec::new(),
+                },
+            );
+        }
+        for r in
+            sqlx::query("SELECT gateway_id, host, path_prefix, endpoint_id FROM gateway_routes")
+                .fetch_all(pool)
+                .await?
+        {
+            let gw: String = r.try_get("gateway_id")?;
+            if let Some(g) = s.gateways.get_mut(&gw) {
+                g.routes.push(RouteSnap {
+                    host: r.try_get("host")?,
+                    prefix: r.try_get("path_prefix")?,
+                    endpoint_id: r.try_get("endpoint_id")?,
+                });
+            }
+        }
+        for g in s.gateways.values_mut() {
+            order_routes(&mut g.routes);
+        }
+
+        let mut parents: HashMap<String, BTreeMap<String, Option<String>>> = HashMap::new();
+        for r in sqlx::query("SELECT id, tenant_id, parent_id FROM projects")
+            .fetch_all(pool)
+            .await?
+        {
+            parents
+                .entry(r.try_get("tenant_id")?)
+                .or_default()
+                .insert(r.try_get("id")?, r.try_get("parent_id")?);
+        }
+        let mut targets: HashMap<String, Vec<TargetSnap>> = HashMap::new();
+        for r in sqlx::query("SELECT id, endpoint_id, address FROM endpoint_targets ORDER BY id")
+            .fetch_all(pool)
+            .await?
+        {
+            targets
+                .entry(r.try_get("endpoint_id")?)
+                .or_default()
+                .push(TargetSnap {
+                    id: r.try_get("id")?,
+                    address: r.try_get("address")?,
+                });
+        }
+        for r in
+            sqlx::query("SELECT id, tenant_id, project_id, name, public, owner_id FROM endpoints")
+                .fetch_all(pool)
+                .await?
+        {
+            let id: String = r.try_get("id")?;
+            let tenant_id: String = r.try_get("tenant_id")?;
+            let project: String = r.try_get("project_id")?;
+            let projects = parents
+                .get(&tenant_id)
+                .map(|p| project_chain(p, &project))
+                .unwrap_or_else(|| vec![project]);
+            let targets = targets.remove(&id).unwrap_or_default();
+            let members: Vec<Member> = targets
+                .iter()
+                .map(|t| Member {
+                    id: t.id.clone(),
+                    healthy: true,
+                })
+                .collect();
+            s.endpoints.insert(
+                id.clone(),
+                EndpointSnap {
+                    id,
+                    tenant_id,
+                    name: r.try_get("name")?,
+                    public: r.try_get::<i64, _>("public")? != 0,
+                    owner_id: r.try_get("owner_id")?,
+                    projects,
+                    ring: Ring::new(&members, DEFAULT_VNODES),
+                    targets,
+                },
+            );
+        }
+
+        for r in sqlx::query(
+            "SELECT id, tenant_id, disabled, is_tenant_admin, is_platform_admin FROM users",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            s.users.insert(
+                r.try_get("id")?,
+                UserSnap {
+                    tenant_id: r.try_get("tenant_id")?,
+                    disabled: r.try_get::<i64, _>("disabled")? != 0,
+                    tenant_admin: r.try_get::<i64, _>("is_tenant_admin")? != 0
+                        || r.try_get::<i64, _>("is_platform_admin")? != 0,
+                    groups: Vec::new(),
+                },
+            );
+        }
+        for r in sqlx::query("SELECT user_id, group_id FROM memberships")
+            .fetch_all(pool)
+            .await?
+        {
+            let user: String = r.try_get("user_id")?;
+            if let Some(u) = s.users.get_mut(&user) {
+                u.groups.push(r.try_get("group_id")?);
+            }
+        }
+        for r in sqlx::query(
+            "SELECT tenant_id, group_id, permission, resource_id, project_id FROM access_rules WHERE resource_kind = $1",
+        )
+        .bind(ResourceKind::Endpoint.as_str())
+        .fetch_all(pool)
+        .await?
+        {
+            let resource: Option<String> = r.try_get("resource_id")?;
+            let project: Option<String> = r.try_get("project_id")?;
+            let Some(permission) = Permission::parse(&r.try_get::<String, _>("permission")?)
+            else {
+                continue;
+            };
+            s.rules
+                .entry(r.try_get("tenant_id")?)
+                .or_default()
+                .push(Rule {
+                    group_id: r.try_get("group_id")?,
+                    permission,
+                    kind: ResourceKind::Endpoint,
+                    scope: Scope::from_ids(resource, project),
+                });
+        }
+
+        for r in sqlx::query(
+            "SELECT id, tenant_id, gateway_id, user_id, kind, endpoint_ids, token_hash, expires_at
+             FROM gateway_tokens WHERE revoked_at IS NULL",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            let kind: GatewayTokenKind = crate::store::text_enum(&r, "kind")?;
+            let endpoints: Vec<String> =
+                serde_json::from_str(&r.try_get::<String, _>("endpoint_ids")?)
+                    .map_err(|e| crate::store::corrupt("endpoint_ids", e))?;
+            s.tokens.insert(
+                r.try_get("token_hash")?,
+                TokenSnap {
+                    id: r.try_get("id")?,
+                    tenant_id: r.try_get("tenant_id")?,
+                    gateway_id: r.try_get("gateway_id")?,
+                    user_id: r.try_get("user_id")?,
+                    kind,
+                    endpoints: endpoints.into_iter().collect(),
+                    expires_at: r.try_get("expires_at")?,
+                },
+            );
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(host: &str, prefix: &str) -> RouteSnap {
+        RouteSnap {
+            host: host.into(),
+            prefix: prefix.into(),
+            endpoint_id: format!("{host}{prefix}"),
+        }
+    }
+
+    #[test]
+    fn a_prefix_matches_at_path_boundaries_only() {
+        let r = route("", "/v1/llama");
+        assert!(r.matches("any", "/v1/llama"));
+        assert!(r.matches("any", "/v1/llama/chat/completions"));
+        assert!(!r.matches("any", "/v1/llama2/chat"), "not a boundary");
+        assert!(!r.matches("any", "/v1"));
+        assert!(route("", "/").matches("x", "/anything"));
+        assert!(route("api.example", "/").matches("api.example", "/v1"));
+        assert!(!route("api.example", "/").matches("other.example", "/v1"));
+    }
+
+    #[test]
+    fn host_routes_and_longer_prefixes_win() {
+        let mut g = GatewaySnap {
+            id: "g".into(),
+            tenant_id: "t".into(),
+            name: "prod".into(),
+            port: 1,
+            routes: vec![route("", "/"), route("", "/v1/a"), route("h.example", "/")],
+        };
+        order_routes(&mut g.routes);
+        assert_eq!(g.route("h.example", "/v1/a/x").unwrap().host, "h.example");
+        assert_eq!(g.route("x", "/v1/a/x").unwrap().prefix, "/v1/a");
+        assert_eq!(g.route("x", "/v2").unwrap().prefix, "/");
+    }
+}

@@ -1,0 +1,176 @@
+//! Small real upstream servers for the gateway's tests, each on its own loopback port: an
+//! echo that says which instance answered and what it was sent, an OpenAI-style chat
+//! completion that streams its tokens as server-sent events with a pause between them (and
+//! notices a client that goes away), and a failing one.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, post};
+use axum::Router;
+use serde_json::{json, Value};
+
+/// The pause between two streamed tokens.
+pub const TOKEN_GAP: Duration = Duration::from_millis(200);
+/// Tokens in a streamed completion.
+pub const TOKENS: usize = 5;
+
+#[derive(Default)]
+pub struct Seen {
+    pub requests: AtomicU64,
+    /// A streamed completion ended early: its client went away.
+    pub cancelled: AtomicBool,
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    pub fn address(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Stops it: its port refuses connections from then on.
+    pub fn kill(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Ctx {
+    name: String,
+    seen: Arc<Seen>,
+}
+
+async fn echo(State(c): State<Ctx>, req: Request) -> Response {
+    c.seen.requests.fetch_add(1, Ordering::Relaxed);
+    let h = |n: &str| {
+        req.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let body = json!({
+        "instance": c.name,
+        "method": req.method().as_str(),
+        "path": req.uri().to_string(),
+        "authorization": h("authorization"),
+        "session": h("x-session-id"),
+        "forwarded_for": h("x-forwarded-for"),
+    });
+    axum::Json(body).into_response()
+}
+
+/// Sets `cancelled` when dropped before the last token was sent.
+struct Watch {
+    seen: Arc<Seen>,
+    done: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.done {
+            self.seen.cancelled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+async fn chat(State(c): State<Ctx>, body: Bytes) -> Response {
+    c.seen.requests.fetch_add(1, Ordering::Relaxed);
+    let req: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if req["stream"] != true {
+        return axum::Json(json!({
+            "id": "cmpl-1", "object": "chat.completion", "model": req["model"],
+            "instance": c.name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }))
+        .into_response();
+    }
+    let watch = Watch {
+        seen: c.seen.clone(),
+        done: false,
+    };
+    let name = c.name.clone();
+    let events = futures::stream::unfold((0usize, watch), move |(i, mut watch)| {
+        let name = name.clone();
+        async move {
+            if i > TOKENS {
+                return None;
+            }
+            if i > 0 {
+                tokio::time::sleep(TOKEN_GAP).await;
+            }
+            let data = if i == TOKENS {
+                watch.done = true;
+                "data: [DONE]\n\n".to_string()
+            } else {
+                let chunk = json!({"object": "chat.completion.chunk", "instance": name,
+                    "choices": [{"index": 0, "delta": {"content": format!("tok{i} ")}}]});
+                format!("data: {chunk}\n\n")
+            };
+            Some((
+                Ok::<_, std::convert::Infallible>(Bytes::from(data)),
+                (i + 1, watch),
+            ))
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(events))
+        .unwrap()
+}
+
+async fn fail(State(c): State<Ctx>) -> Response {
+    c.seen.requests.fetch_add(1, Ordering::Relaxed);
+    (StatusCode::INTERNAL_SERVER_ERROR, "model crashed").into_response()
+}
+
+/// Starts an upstream instance named `name` on a free loopback port.
+pub async fn start(name: &str) -> Upstream {
+    let seen = Arc::new(Seen::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/fail", any(fail))
+        .fallback(echo)
+        .with_state(Ctx {
+            name: name.to_string(),
+            seen: seen.clone(),
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Each connection is a task of this one's set, so killing the instance ends its open
+    // (kept-alive) connections too, as a crashed process would.
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+            conns.spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Upstream { addr, seen, task }
+}

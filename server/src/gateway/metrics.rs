@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Histogram buckets, seconds.
-const BUCKETS: [f64; 12] = [
+pub const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
@@ -23,6 +23,9 @@ pub struct EndpointStats {
     pub latency_sum_us: AtomicU64,
     pub bytes_out: AtomicU64,
     pub inflight: AtomicU64,
+    /// Tokens the upstream reported in OpenAI-style `usage` (streamed responses too).
+    pub prompt_tokens: AtomicU64,
+    pub completion_tokens: AtomicU64,
 }
 
 impl EndpointStats {
@@ -60,6 +63,15 @@ impl Registry {
             }
         }
         s
+    }
+
+    /// An endpoint's counters, if it has any (reading them adds no series to `/metrics`).
+    pub fn get(&self, id: &str) -> Option<Arc<EndpointStats>> {
+        let m = match self.by_endpoint.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.get(id).cloned()
     }
 
     /// The counters in Prometheus text format.
@@ -110,6 +122,16 @@ impl Registry {
                 "switchyard_gateway_bytes_out_total{{{}}} {}",
                 label(id, s),
                 s.bytes_out.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(out, "# HELP switchyard_gateway_tokens_total Tokens the upstreams reported in OpenAI-style usage, by kind.\n# TYPE switchyard_gateway_tokens_total counter");
+        for (id, s) in &rows {
+            let l = label(id, s);
+            let _ = writeln!(
+                out,
+                "switchyard_gateway_tokens_total{{{l},kind=\"prompt\"}} {}\nswitchyard_gateway_tokens_total{{{l},kind=\"completion\"}} {}",
+                s.prompt_tokens.load(Ordering::Relaxed),
+                s.completion_tokens.load(Ordering::Relaxed)
             );
         }
         let _ = writeln!(out, "# HELP switchyard_gateway_in_flight Requests and streams in flight.\n# TYPE switchyard_gateway_in_flight gauge");

@@ -18,5 +18,6 @@ pub mod routes;
 pub mod runtime;
 pub mod snapshot;
 pub mod tokens;
+pub mod usage;
 
 pub use runtime::{start, Gateways};

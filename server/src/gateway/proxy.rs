@@ -31,6 +31,7 @@ use super::affinity::{key_hash, session_key, KeySource, DEFAULT_BALANCE_FACTOR, 
 use super::metrics::EndpointStats;
 use super::runtime::{Gateways, TargetState, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
+use super::usage::Meter;
 use crate::identity::secret::digest;
 
 /// How long an upstream has to start its answer.
@@ -362,9 +363,15 @@ async fn forward(
                 for k in hop {
                     rp.headers.remove(k);
                 }
+                let meter = rp
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(Meter::for_content_type);
                 let body = Body::new(Tracked {
                     inner: incoming,
                     guard,
+                    meter,
                 });
                 return Response::from_parts(rp, body);
             }
@@ -433,11 +440,29 @@ impl Drop for Inflight {
     }
 }
 
-/// The upstream's response body, passed on frame by frame, holding its [`Inflight`] and
-/// counting the bytes sent.
+/// The upstream's response body, passed on frame by frame, holding its [`Inflight`],
+/// counting the bytes sent and the tokens the upstream reports.
 struct Tracked {
     inner: hyper::body::Incoming,
     guard: Inflight,
+    meter: Option<Meter>,
+}
+
+impl Tracked {
+    fn count_usage(&mut self) {
+        if let Some(u) = self.meter.as_mut().and_then(Meter::finish) {
+            let s = &self.guard.endpoint;
+            s.prompt_tokens.fetch_add(u.prompt, Ordering::Relaxed);
+            s.completion_tokens.fetch_add(u.completion, Ordering::Relaxed);
+        }
+        self.meter = None;
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.count_usage();
+    }
 }
 
 impl http_body::Body for Tracked {
@@ -448,14 +473,22 @@ impl http_body::Body for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                self.guard
-                    .endpoint
-                    .bytes_out
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.guard
+                        .endpoint
+                        .bytes_out
+                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    if let Some(m) = this.meter.as_mut() {
+                        m.feed(data);
+                    }
+                }
             }
+            Poll::Ready(None) => this.count_usage(),
+            _ => {}
         }
         polled
     }

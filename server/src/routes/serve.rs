@@ -27,6 +27,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let state = crate::state(store, config);
     let _driver = crate::start_scheduler(&state);
     let _gateways = crate::gateway::start(state.gateways.clone());
+    let _replicas = state.store.follow_replicas();
     if seeded {
         crate::demo::reclaim_later(state.store.clone(), std::time::Duration::from_secs(30));
     }

@@ -21,6 +21,7 @@ use crate::clock::Clock;
 
 pub mod config_cache;
 pub mod dialects;
+mod feed;
 pub mod in_use;
 pub mod owners;
 
@@ -49,6 +50,10 @@ pub struct Store {
     /// projects, endpoints, gateways, routes, gateway tokens): the gateway's in-memory
     /// snapshot is rebuilt when it moves (see [`WriteTx::access_changed`]).
     access_generation: Arc<AtomicU64>,
+    /// The `NOTIFY` channel of access changes (PostgreSQL; see `feed`).
+    access_channel: Arc<str>,
+    /// What it was connected with (the change feed opens its own connection).
+    url: Arc<str>,
     /// Configuration read per request, kept until a configuration change commits.
     pub config: Arc<config_cache::ConfigCache>,
     /// The time source ([`Clock::system`] unless a test swaps in a manual one).
@@ -67,12 +72,20 @@ pub struct WriteTx {
     config_changed: bool,
     access_generation: Arc<AtomicU64>,
     access_changed: bool,
+    access_channel: Arc<str>,
     now: i64,
     pub dialect: Dialect,
 }
 
 impl WriteTx {
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
+    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
+        if self.access_changed && self.dialect == Dialect::Postgres {
+            // Delivered to the other replicas only if this commits (see `feed`).
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(self.access_channel.to_string())
+                .execute(&mut *self.tx)
+                .await?;
+        }
         self.tx.commit().await?;
         if self.config_changed {
             self.config.changed();
@@ -196,16 +209,22 @@ impl Store {
             Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
             Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
         }
-        Ok(Store {
+        let mut store = Store {
             pool,
             dialect,
             write_lock: (dialect == Dialect::Sqlite).then(|| Arc::new(Mutex::new(()))),
             scheduling_changed: Default::default(),
             scheduling_generation: Default::default(),
             access_generation: Default::default(),
+            access_channel: Arc::from(""),
+            url: Arc::from(url),
             config: Default::default(),
             clock: Clock::system(),
-        })
+        };
+        if dialect == Dialect::Postgres {
+            store.access_channel = Arc::from(feed::channel(&store).await?);
+        }
+        Ok(store)
     }
 
     pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
@@ -230,6 +249,7 @@ impl Store {
             config_changed: false,
             access_generation: self.access_generation.clone(),
             access_changed: false,
+            access_channel: self.access_channel.clone(),
             now: self.clock.now_ms(),
             dialect: self.dialect,
         })

@@ -338,61 +338,71 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
 
     // What went through is in /metrics, per endpoint: a refused call too, and nothing in
     // flight once the streams are over.
+    assert_eq!(client().post(&url).json(&body).send().await.unwrap().status(), 401);
+    let m = metrics(&gw.app).await;
+    let ep = gw.endpoint.as_str();
+    assert_eq!(value(&m, "switchyard_gateway_requests_total", ep, "class=\"1xx\""), Some(0.0));
     assert_eq!(
-        client()
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
+        value(&m, "switchyard_gateway_requests_total", ep, "class=\"2xx\""),
+        Some(2.0),
+        "two streamed completions: {m}"
     );
-    let m = gw
-        .app
-        .raw(crate::common::from_ip(
-            axum::http::Request::get("/metrics")
-                .body(axum::body::Body::empty())
-                .unwrap(),
-            "127.0.0.1",
-        ))
-        .await
-        .text;
-    let series = |name: &str| {
-        m.lines()
-            .find(|l| {
-                l.starts_with(name) && l.contains(&format!("endpoint_id=\"{}\"", gw.endpoint))
-            })
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in {m}"))
-    };
-    assert_eq!(
-        series("switchyard_gateway_requests_total{endpoint_id"),
-        0.0,
-        "1xx"
-    );
-    let ok = m
-        .lines()
-        .find(|l| l.contains("class=\"2xx\"") && l.contains(&gw.endpoint))
-        .unwrap_or_default();
-    assert!(ok.ends_with(" 2"), "two streamed completions: {ok}");
-    let refused = m
-        .lines()
-        .find(|l| l.contains("class=\"4xx\"") && l.contains(&gw.endpoint))
-        .unwrap_or_default();
-    assert!(refused.ends_with(" 1"), "{refused}");
-    assert!(series("switchyard_gateway_bytes_out_total") > 500.0);
+    assert_eq!(value(&m, "switchyard_gateway_requests_total", ep, "class=\"4xx\""), Some(1.0));
+    assert!(value(&m, "switchyard_gateway_bytes_out_total", ep, "").unwrap_or(0.0) > 500.0);
     assert!(m.contains("endpoint=\"llama\""));
+    // The streams did not ask for usage: no tokens counted yet.
+    assert_eq!(value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"prompt\""), Some(0.0));
     let t0 = Instant::now();
-    while series("switchyard_gateway_in_flight") != 0.0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "a stream stays counted in flight"
-        );
+    while value(&metrics(&gw.app).await, "switchyard_gateway_in_flight", ep, "") != Some(0.0) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "a stream stays counted in flight");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+
+    // Usage reported by the upstream is counted: a streamed one (in its last event, asked for
+    // with stream_options) and a plain JSON completion (3 prompt, 1 completion tokens).
+    let mut asked = body.clone();
+    asked["stream_options"] = json!({"include_usage": true});
+    let r = client().post(&url).bearer_auth(&token).json(&asked).send().await.unwrap();
+    assert!(r.text().await.unwrap().contains("\"usage\""));
+    let plain = json!({"model": "llama", "messages": [{"role": "user", "content": "hi"}]});
+    let r = client().post(&url).bearer_auth(&token).json(&plain).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    let m = metrics(&gw.app).await;
+    assert_eq!(
+        value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"prompt\""),
+        Some(10.0),
+        "7 streamed + 3 plain: {m}"
+    );
+    assert_eq!(
+        value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"completion\""),
+        Some((TOKENS + 1) as f64)
+    );
     gw.app.finish().await;
+}
+
+/// `/metrics` as a client on this host reads it.
+async fn metrics(app: &TestApp) -> String {
+    app.raw(crate::common::from_ip(
+        axum::http::Request::get("/metrics")
+            .body(axum::body::Body::empty())
+            .unwrap(),
+        "127.0.0.1",
+    ))
+    .await
+    .text
+}
+
+/// The value of the series `name` of endpoint `ep` whose labels also contain `label`.
+fn value(m: &str, name: &str, ep: &str, label: &str) -> Option<f64> {
+    m.lines()
+        .find(|l| {
+            l.starts_with(&format!("{name}{{"))
+                && l.contains(&format!("endpoint_id=\"{ep}\""))
+                && l.contains(label)
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// The instance that answers each of `sessions` (by `x-session-id`).
@@ -571,4 +581,60 @@ async fn a_route_switch_under_load_fails_no_request(kind: Kind) {
     assert_eq!(failed, 0);
     assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
     gw.app.finish().await;
+}
+
+/// Two replicas on one PostgreSQL schema: the group removal made through one is refused by
+/// the other's gateway (its snapshot follows the change feed, `LISTEN`/`NOTIFY`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_refuses_what_another_replica_revoked() {
+    crate::common::bounded("a_replica_refuses_what_another_replica_revoked", || async {
+        let up = upstreams::start("a").await;
+        let range = ports();
+        let gw = setup(
+            TestApp::with_settings(Kind::Postgres, |c| c.gateway.ports = range).await,
+            &[&up],
+        )
+        .await;
+        let (token, _) = gw.token(&gw.member, &gw.prod, json!({"name": "t"})).await;
+        // The second replica: its own store on the same schema, its own gateway listeners.
+        let other = switchyard::store::Store::connect(&gw.app.db.url).await.unwrap();
+        let _feed = other.follow_replicas().expect("PostgreSQL follows the replicas");
+        let mut config = (*gw.app.state.config).clone();
+        config.gateway.bind = std::net::IpAddr::from([127, 0, 0, 2]);
+        let replica = switchyard::state(other.clone(), config);
+        let _runtime = switchyard::gateway::start(replica.gateways.clone());
+        let port = gw.prod_url.rsplit(':').next().unwrap().to_string();
+        let url = format!("http://127.0.0.2:{port}/v1/models");
+        let t0 = Instant::now();
+        loop {
+            if let Ok(r) = client().get(&url).bearer_auth(&token).send().await {
+                if r.status() == 200 {
+                    break;
+                }
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the replica's gateway did not serve");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = gw
+            .app
+            .delete(&format!("/api/v1/groups/{}/members/{}", gw.team, gw.member_id), &gw.admin)
+            .await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+        // The notification crosses in milliseconds; allow a second.
+        let t0 = Instant::now();
+        loop {
+            let (s, _) = call(&url, Some(&token)).await;
+            if s == 403 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(1),
+                "the other replica still serves a member removed from the group ({s})"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        other.pool.close().await;
+        gw.app.finish().await;
+    })
+    .await;
 }

@@ -107,6 +107,7 @@ async fn chat(State(c): State<Ctx>, body: Bytes) -> Response {
         done: false,
     };
     let name = c.name.clone();
+    let with_usage = req["stream_options"]["include_usage"] == true;
     let events = futures::stream::unfold((0usize, watch), move |(i, mut watch)| {
         let name = name.clone();
         async move {
@@ -118,7 +119,14 @@ async fn chat(State(c): State<Ctx>, body: Bytes) -> Response {
             }
             let data = if i == TOKENS {
                 watch.done = true;
-                "data: [DONE]\n\n".to_string()
+                // The usage chunk vLLM sends last when asked, then the end.
+                let usage = json!({"object": "chat.completion.chunk", "choices": [],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": TOKENS, "total_tokens": 7 + TOKENS}});
+                if with_usage {
+                    format!("data: {usage}\n\ndata: [DONE]\n\n")
+                } else {
+                    "data: [DONE]\n\n".to_string()
+                }
             } else {
                 let chunk = json!({"object": "chat.completion.chunk", "instance": name,
                     "choices": [{"index": 0, "delta": {"content": format!("tok{i} ")}}]});

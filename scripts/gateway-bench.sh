@@ -105,7 +105,7 @@ API="http://127.0.0.1:$SY_PORT/api/v1"
 TOKEN=$(curl -fsS "$API/auth/login" -H 'content-type: application/json' \
   -d '{"tenant":"acme","username":"alice","password":"switchyard-demo"}' | jq -r .token)
 auth=(-H "authorization: Bearer $TOKEN" -H 'content-type: application/json')
-PROJECT=$(curl -fsS "$API/projects" "${auth[@]}" | jq -r '.[0].id // .items[0].id')
+PROJECT=$(curl -fsS "$API/projects" "${auth[@]}" | jq -r '.items[0].id')
 EP=$(curl -fsS "$API/endpoints" "${auth[@]}" \
   -d "{\"project_id\":\"$PROJECT\",\"name\":\"bench\",\"targets\":[\"127.0.0.1:$UP_PORT\"]}" | jq -r .id)
 GW_JSON=$(curl -fsS "$API/gateways" "${auth[@]}" -d '{"name":"bench"}')

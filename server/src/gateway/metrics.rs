@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +12,25 @@ use std::time::Duration;
 pub const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
+
+/// One upstream instance as the data path tracks it (by target id).
+#[derive(Default)]
+pub struct TargetState {
+    /// Requests (and streams) in flight to it: the balancer's load.
+    pub inflight: AtomicU64,
+    /// Its last active probe connected (until the first probe: assumed healthy).
+    pub down: AtomicBool,
+    /// Skipped until this time (store clock, ms) after a failed connection.
+    pub ejected_until: AtomicI64,
+    pub requests: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+impl TargetState {
+    pub fn usable(&self, now: i64) -> bool {
+        !self.down.load(Ordering::Relaxed) && self.ejected_until.load(Ordering::Relaxed) <= now
+    }
+}
 
 #[derive(Default)]
 pub struct EndpointStats {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::uri::{self, PathAndQuery};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -29,7 +30,8 @@ use app::model::GatewayTokenKind;
 
 use super::affinity::{key_hash, session_key, KeySource, DEFAULT_BALANCE_FACTOR, MAX_BODY_SCAN};
 use super::metrics::EndpointStats;
-use super::runtime::{Gateways, TargetState, EJECT_MS};
+use super::metrics::TargetState;
+use super::runtime::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
 use super::usage::Meter;
 use crate::identity::secret::digest;
@@ -233,7 +235,7 @@ async fn handle(
         return no_route();
     };
     let now = g.store.now();
-    let stats = g.metrics.endpoint(&ep.id, &ep.name);
+    let stats = &ep.stats;
     if !ep.public {
         if let Err(refused) = authorize(&snap, gw, ep, req.headers(), now) {
             stats.observe(refused.status().as_u16(), t0.elapsed());
@@ -280,11 +282,13 @@ async fn forward(
     } else {
         Payload::Stream(Some(body))
     };
+    // Only the header a session key may come from is looked at.
     let header_list: Vec<(String, String)> = parts
         .headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
-        .collect();
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
+        .unwrap_or_default();
     let sources = [
         KeySource::Header(SESSION_HEADER.into()),
         KeySource::JsonUser,
@@ -298,22 +302,23 @@ async fn forward(
         Some(k) => key_hash(&k),
         None => rand::random::<u64>(),
     };
-    let states: Vec<Arc<TargetState>> = ep.targets.iter().map(|t| g.target(&t.id)).collect();
-    let mut tried: Vec<usize> = states
+    let mut tried: Vec<usize> = ep
+        .targets
         .iter()
         .enumerate()
-        .filter(|(_, s)| !s.usable(now))
+        .filter(|(_, t)| !t.state.usable(now))
         .map(|(i, _)| i)
         .collect();
     let path_and_query = parts
         .uri
         .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
     for _ in 0..ATTEMPTS.min(ep.targets.len().max(1)) {
-        let load: Vec<u64> = states
+        let load: Vec<u64> = ep
+            .targets
             .iter()
-            .map(|s| s.inflight.load(Ordering::Relaxed))
+            .map(|t| t.state.inflight.load(Ordering::Relaxed))
             .collect();
         let pick = ep
             .ring
@@ -327,8 +332,15 @@ async fn forward(
             break;
         };
         let target = &ep.targets[i];
-        let state = states[i].clone();
-        let Ok(uri) = format!("http://{}{}", target.address, path_and_query).parse::<Uri>() else {
+        let state = target.state.clone();
+        let Some(authority) = target.authority.clone() else {
+            continue;
+        };
+        let mut uri = uri::Parts::default();
+        uri.scheme = Some(uri::Scheme::HTTP);
+        uri.authority = Some(authority);
+        uri.path_and_query = Some(path_and_query.clone());
+        let Ok(uri) = Uri::from_parts(uri) else {
             continue;
         };
         let mut up = axum::http::Request::builder()
@@ -453,7 +465,8 @@ impl Tracked {
         if let Some(u) = self.meter.as_mut().and_then(Meter::finish) {
             let s = &self.guard.endpoint;
             s.prompt_tokens.fetch_add(u.prompt, Ordering::Relaxed);
-            s.completion_tokens.fetch_add(u.completion, Ordering::Relaxed);
+            s.completion_tokens
+                .fetch_add(u.completion, Ordering::Relaxed);
         }
         self.meter = None;
     }

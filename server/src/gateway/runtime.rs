@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinHandle;
 
+use super::metrics::TargetState;
 use super::proxy;
 use super::snapshot::Snapshot;
 use crate::store::Store;
@@ -26,25 +27,6 @@ const PROBE_EVERY: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// An instance that refused a connection is skipped this long.
 pub(super) const EJECT_MS: i64 = 5_000;
-
-/// One upstream instance as the data path tracks it (by target id).
-#[derive(Default)]
-pub struct TargetState {
-    /// Requests (and streams) in flight to it: the balancer's load.
-    pub inflight: AtomicU64,
-    /// Its last active probe connected (until the first probe: assumed healthy).
-    pub down: AtomicBool,
-    /// Skipped until this time (store clock, ms) after a failed connection.
-    pub ejected_until: AtomicI64,
-    pub requests: AtomicU64,
-    pub failures: AtomicU64,
-}
-
-impl TargetState {
-    pub fn usable(&self, now: i64) -> bool {
-        !self.down.load(Ordering::Relaxed) && self.ejected_until.load(Ordering::Relaxed) <= now
-    }
-}
 
 struct Listener {
     port: u16,
@@ -110,7 +92,12 @@ impl Gateways {
         if s.generation == want {
             return Ok(s);
         }
-        let next = Arc::new(Snapshot::load(&self.store, want).await?);
+        let next = Arc::new(
+            Snapshot::load(&self.store, want, &|id| self.target(id), &|id, name| {
+                self.metrics.endpoint(id, name)
+            })
+            .await?,
+        );
         match self.snap.write() {
             Ok(mut w) => *w = next.clone(),
             Err(poisoned) => *poisoned.into_inner() = next.clone(),

@@ -6,6 +6,7 @@
 //! from a group refuses the very next request.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use sqlx::Row;
 
@@ -13,6 +14,7 @@ use app::access::{can, Permission, ResourceKind, Rule, Scope, Subject, Target};
 use app::model::GatewayTokenKind;
 
 use super::affinity::{Member, Ring, DEFAULT_VNODES};
+use super::metrics::{EndpointStats, TargetState};
 use crate::access::project_chain;
 use crate::store::Store;
 
@@ -35,10 +37,14 @@ pub struct GatewaySnap {
     pub routes: Vec<RouteSnap>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TargetSnap {
     pub id: String,
     pub address: String,
+    /// `address` parsed once (`None`: not a valid authority; never picked).
+    pub authority: Option<axum::http::uri::Authority>,
+    /// Its load, health and counters (kept across snapshots, by target id).
+    pub state: Arc<TargetState>,
 }
 
 pub struct EndpointSnap {
@@ -52,6 +58,8 @@ pub struct EndpointSnap {
     pub targets: Vec<TargetSnap>,
     /// Over every target (health is applied per request).
     pub ring: Ring,
+    /// Its counters (kept across snapshots, by endpoint id).
+    pub stats: Arc<EndpointStats>,
 }
 
 #[derive(Clone, Debug)]
@@ -135,8 +143,14 @@ impl Snapshot {
         can(&subject, rules, &target, Permission::Use)
     }
 
-    /// Reads everything the data path needs.
-    pub async fn load(store: &Store, generation: u64) -> Result<Snapshot, sqlx::Error> {
+    /// Reads everything the data path needs; `target` and `stats` give the state kept across
+    /// snapshots of a target and of an endpoint.
+    pub async fn load(
+        store: &Store,
+        generation: u64,
+        target: &(dyn Fn(&str) -> Arc<TargetState> + Sync),
+        stats: &(dyn Fn(&str, &str) -> Arc<EndpointStats> + Sync),
+    ) -> Result<Snapshot, sqlx::Error> {
         let pool = &store.pool;
         let mut s = Snapshot {
             generation,
@@ -192,12 +206,16 @@ impl Snapshot {
             .fetch_all(pool)
             .await?
         {
+            let id: String = r.try_get("id")?;
+            let address: String = r.try_get("address")?;
             targets
                 .entry(r.try_get("endpoint_id")?)
                 .or_default()
                 .push(TargetSnap {
-                    id: r.try_get("id")?,
-                    address: r.try_get("address")?,
+                    authority: address.parse().ok(),
+                    state: target(&id),
+                    id,
+                    address,
                 });
         }
         for r in
@@ -208,6 +226,8 @@ impl Snapshot {
             let id: String = r.try_get("id")?;
             let tenant_id: String = r.try_get("tenant_id")?;
             let project: String = r.try_get("project_id")?;
+            let name: String = r.try_get("name")?;
+            let ep_stats = stats(&id, &name);
             let projects = parents
                 .get(&tenant_id)
                 .map(|p| project_chain(p, &project))
@@ -217,7 +237,7 @@ impl Snapshot {
                 .iter()
                 .map(|t| Member {
                     id: t.id.clone(),
-                    healthy: true,
+                    healthy: t.authority.is_some(),
                 })
                 .collect();
             s.endpoints.insert(
@@ -225,7 +245,8 @@ impl Snapshot {
                 EndpointSnap {
                     id,
                     tenant_id,
-                    name: r.try_get("name")?,
+                    stats: ep_stats,
+                    name,
                     public: r.try_get::<i64, _>("public")? != 0,
                     owner_id: r.try_get("owner_id")?,
                     projects,

@@ -99,6 +99,13 @@ pub struct ServeArgs {
     /// Ports the gateways' listeners are given, FIRST-LAST [default: 18400-18499].
     #[arg(long, env = "SWITCHYARD_GATEWAY_PORTS")]
     pub gateway_ports: Option<String>,
+    /// Folder of the gateways' certificates: `TENANT-GATEWAY.crt` and `TENANT-GATEWAY.key`
+    /// (PEM); a gateway without them gets a self-signed certificate [default: none].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_TLS_DIR")]
+    pub gateway_tls_dir: Option<PathBuf>,
+    /// Gateways listen with plain HTTP, no TLS (development, tests) [default: false].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_PLAIN_HTTP", num_args = 0..=1, default_missing_value = "true")]
+    pub gateway_plain_http: Option<bool>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -131,6 +138,8 @@ struct FileConfig {
     max_pending_per_group: Option<i64>,
     gateway_bind: Option<std::net::IpAddr>,
     gateway_ports: Option<String>,
+    gateway_tls_dir: Option<PathBuf>,
+    gateway_plain_http: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +174,10 @@ pub struct Config {
 pub struct GatewayConfig {
     pub bind: std::net::IpAddr,
     pub ports: std::ops::RangeInclusive<u16>,
+    /// Where each gateway's certificate and key are looked for (`TENANT-GATEWAY.crt`/`.key`).
+    pub tls_dir: Option<PathBuf>,
+    /// No TLS at all (development, tests).
+    pub plain_http: bool,
 }
 
 impl Default for GatewayConfig {
@@ -172,6 +185,8 @@ impl Default for GatewayConfig {
         GatewayConfig {
             bind: std::net::IpAddr::from([127, 0, 0, 1]),
             ports: 18400..=18499,
+            tls_dir: None,
+            plain_http: false,
         }
     }
 }
@@ -371,6 +386,11 @@ impl Config {
                     })?,
                     None => d.gateway.ports,
                 },
+                tls_dir: serve.gateway_tls_dir.clone().or(file.gateway_tls_dir),
+                plain_http: serve
+                    .gateway_plain_http
+                    .or(file.gateway_plain_http)
+                    .unwrap_or(d.gateway.plain_http),
             },
         };
         let mut c = c;

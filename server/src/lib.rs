@@ -56,7 +56,7 @@ pub fn state(store: Store, config: Config) -> AppState {
         .site_addr(config.listen)
         .build();
     let scheduler = scheduler::driver::SchedulerHandle::for_store(&store);
-    let gateways = gateway::Gateways::new(store.clone(), config.gateway.bind);
+    let gateways = gateway::Gateways::new(store.clone(), &config.gateway);
     AppState {
         store,
         config: Arc::new(config),

@@ -24,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(remove_target))
         .routes(routes!(list_gateways, create_gateway))
         .routes(routes!(get_gateway, delete_gateway))
+        .routes(routes!(gateway_certificate))
         .routes(routes!(issue_token))
         .routes(routes!(list_routes, create_route))
         .routes(routes!(get_route, update_route, delete_route))
@@ -134,6 +135,26 @@ async fn get_gateway(
     Ok(Json(
         instances::get_gateway(&s.store, &s.config.gateway, &p, &id).await?,
     ))
+}
+
+/// The certificate a gateway's listener presents (PEM), to trust a self-signed one; 404 when
+/// it listens without TLS.
+#[utoipa::path(get, path = "/gateways/{id}/certificate", tag = "gateway", params(("id" = String, Path)), responses((status = 200, content_type = "application/x-pem-file", body = String), (status = 404, body = Problem)))]
+async fn gateway_certificate(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
+    instances::get_gateway(&s.store, &s.config.gateway, &p, &id).await?;
+    match s.gateways.certificate(&id).await {
+        Some(pem) => Ok((
+            [(axum::http::header::CONTENT_TYPE, "application/x-pem-file")],
+            pem,
+        )
+            .into_response()),
+        None => Err(crate::http::error::AppError::NotFound.into()),
+    }
 }
 
 /// Delete a gateway (tenant admins), with its routes and tokens.

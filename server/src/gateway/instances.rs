@@ -23,13 +23,15 @@ use crate::store::{is_unique_violation, new_id, Store};
 /// Tries at taking a free port before giving up (another replica may take the same one).
 const PORT_ATTEMPTS: usize = 5;
 
-/// `http://{host}:{port}`, with the listeners' bind address when `host` is empty.
+/// `https://{host}:{port}` (`http` when the gateways listen without TLS), with the
+/// listeners' bind address when `host` is empty.
 pub(crate) fn base_url(gw: &GatewayConfig, host: &str, port: i64) -> String {
     let port = u16::try_from(port).unwrap_or(0);
+    let scheme = if gw.plain_http { "http" } else { "https" };
     if host.is_empty() {
-        format!("http://{}", SocketAddr::new(gw.bind, port))
+        format!("{scheme}://{}", SocketAddr::new(gw.bind, port))
     } else {
-        format!("http://{host}:{port}")
+        format!("{scheme}://{host}:{port}")
     }
 }
 
@@ -245,6 +247,8 @@ mod tests {
     #[test]
     fn urls() {
         let mut gw = GatewayConfig::default();
+        assert_eq!(base_url(&gw, "", 18400), "https://127.0.0.1:18400");
+        gw.plain_http = true;
         assert_eq!(base_url(&gw, "", 18400), "http://127.0.0.1:18400");
         assert_eq!(
             base_url(&gw, "api.acme.dev", 18401),

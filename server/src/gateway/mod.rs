@@ -12,11 +12,13 @@ pub mod affinity;
 pub mod api;
 pub mod endpoints;
 pub mod instances;
+pub mod listener;
 pub mod metrics;
 pub mod proxy;
 pub mod routes;
 pub mod runtime;
 pub mod snapshot;
+pub mod tls;
 pub mod tokens;
 pub mod usage;
 

@@ -199,7 +199,7 @@ impl Payload {
 
 async fn handle(
     State(ctx): State<Arc<Ctx>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(peer): super::listener::Peer,
     req: Request,
 ) -> Response {
     let g = &ctx.shared;

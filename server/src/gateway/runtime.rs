@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -18,7 +19,10 @@ use tokio::task::JoinHandle;
 
 use super::metrics::TargetState;
 use super::proxy;
+use super::snapshot::GatewaySnap;
 use super::snapshot::Snapshot;
+use super::tls::{self, Tls};
+use crate::config::GatewayConfig;
 use crate::store::Store;
 
 /// How often listeners are reconciled with the gateways and instances are probed.
@@ -30,6 +34,8 @@ pub(super) const EJECT_MS: i64 = 5_000;
 
 struct Listener {
     port: u16,
+    /// The certificate it presents (`None`: plain HTTP).
+    certificate_pem: Option<String>,
     /// Dropped (with the listener) to stop accepting; in-flight requests finish.
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -38,6 +44,8 @@ struct Listener {
 pub struct Gateways {
     pub(super) store: Store,
     bind: IpAddr,
+    tls_dir: Option<PathBuf>,
+    plain_http: bool,
     snap: RwLock<Arc<Snapshot>>,
     rebuild: tokio::sync::Mutex<()>,
     targets: Mutex<HashMap<String, Arc<TargetState>>>,
@@ -48,7 +56,7 @@ pub struct Gateways {
 }
 
 impl Gateways {
-    pub fn new(store: Store, bind: IpAddr) -> Arc<Gateways> {
+    pub fn new(store: Store, config: &GatewayConfig) -> Arc<Gateways> {
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(Duration::from_secs(2)));
         http.set_nodelay(true);
@@ -57,7 +65,9 @@ impl Gateways {
             .build(http);
         Arc::new(Gateways {
             store,
-            bind,
+            bind: config.bind,
+            tls_dir: config.tls_dir.clone(),
+            plain_http: config.plain_http,
             snap: RwLock::new(Arc::new(Snapshot {
                 generation: u64::MAX,
                 ..Default::default()
@@ -136,27 +146,51 @@ impl Gateways {
                     continue;
                 }
             };
+            let tls = match self.tls_of(g) {
+                Ok(t) => t,
+                Err(e) => {
+                    // Fail closed: no listener rather than one without its certificate.
+                    tracing::error!(gateway = %g.name, tenant = %g.tenant_slug, error = %e, "gateway: its certificate cannot be read; not listening");
+                    continue;
+                }
+            };
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let app = proxy::router(self.clone(), g.id.clone());
-            tokio::spawn(async move {
-                let serve =
-                    axum::serve(tcp, app.into_make_service_with_connect_info::<SocketAddr>())
-                        .with_graceful_shutdown(async move {
-                            let _ = stopped.await;
-                        });
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "gateway: listener failed");
-                }
-            });
-            tracing::info!(gateway = %g.name, tenant = %g.tenant_id, %addr, "gateway: listening");
+            super::listener::spawn(tcp, app, tls.as_ref().map(|t| t.config.clone()), stopped);
+            tracing::info!(gateway = %g.name, tenant = %g.tenant_slug, %addr, tls = tls.is_some(), "gateway: listening");
             listeners.insert(
                 g.id.clone(),
                 Listener {
                     port: g.port,
+                    certificate_pem: tls.map(|t| t.certificate_pem),
                     _stop: stop,
                 },
             );
         }
+    }
+
+    /// A gateway's TLS: none with plain HTTP, else its certificate from the operator's folder,
+    /// else a self-signed one for the listeners' address and `localhost`.
+    fn tls_of(&self, g: &GatewaySnap) -> Result<Option<Tls>, String> {
+        if self.plain_http {
+            return Ok(None);
+        }
+        if let Some(dir) = &self.tls_dir {
+            if let Some(t) = tls::from_dir(dir, &g.tenant_slug, &g.name) {
+                return t.map(Some);
+            }
+        }
+        tls::self_signed(&[self.bind.to_string(), "localhost".into()]).map(Some)
+    }
+
+    /// The certificate a gateway's listener presents (PEM; `None`: plain HTTP or not
+    /// listening).
+    pub async fn certificate(&self, gateway_id: &str) -> Option<String> {
+        self.listeners
+            .lock()
+            .await
+            .get(gateway_id)
+            .and_then(|l| l.certificate_pem.clone())
     }
 
     /// Probes every instance with a TCP connection: one that does not answer is skipped until
@@ -167,7 +201,7 @@ impl Gateways {
             .values()
             .flat_map(|e| e.targets.iter())
             .map(|t| {
-                let state = self.target(&t.id);
+                let state = t.state.clone();
                 let address = t.address.clone();
                 async move {
                     let ok = matches!(

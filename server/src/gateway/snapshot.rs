@@ -31,6 +31,7 @@ pub struct RouteSnap {
 pub struct GatewaySnap {
     pub id: String,
     pub tenant_id: String,
+    pub tenant_slug: String,
     pub name: String,
     pub port: u16,
     /// Host-specific routes first, then longer prefixes first: the first match wins.
@@ -156,7 +157,9 @@ impl Snapshot {
             generation,
             ..Default::default()
         };
-        for r in sqlx::query("SELECT id, tenant_id, name, port FROM gateways")
+        for r in sqlx::query(
+            "SELECT g.id, g.tenant_id, t.slug AS tenant_slug, g.name, g.port FROM gateways g JOIN tenants t ON t.id = g.tenant_id",
+        )
             .fetch_all(pool)
             .await?
         {
@@ -167,6 +170,7 @@ impl Snapshot {
                 GatewaySnap {
                     id,
                     tenant_id: r.try_get("tenant_id")?,
+                    tenant_slug: r.try_get("tenant_slug")?,
                     name: r.try_get("name")?,
                     port: u16::try_from(port).unwrap_or(0),
                     routes: Vec::new(),
@@ -363,6 +367,7 @@ mod tests {
         let mut g = GatewaySnap {
             id: "g".into(),
             tenant_id: "t".into(),
+            tenant_slug: "t".into(),
             name: "prod".into(),
             port: 1,
             routes: vec![route("", "/"), route("", "/v1/a"), route("h.example", "/")],

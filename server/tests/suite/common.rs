@@ -131,6 +131,11 @@ pub struct Resp {
 pub fn test_config() -> Config {
     Config {
         allow_private_idp_addresses: true,
+        // Plain HTTP on the gateways' listeners, as in development; the TLS test turns it off.
+        gateway: switchyard::config::GatewayConfig {
+            plain_http: true,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

@@ -19,7 +19,8 @@ both_stores!(
     streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels,
     sessions_keep_their_instance_across_a_scale_out,
     a_dead_instance_is_skipped_and_errors_say_where_they_come_from,
-    a_route_switch_under_load_fails_no_request
+    a_route_switch_under_load_fails_no_request,
+    tls_with_the_operators_certificate_or_a_self_signed_one
 );
 
 /// Each app gets its own ports for its gateways' listeners (tests run side by side).
@@ -338,23 +339,50 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
 
     // What went through is in /metrics, per endpoint: a refused call too, and nothing in
     // flight once the streams are over.
-    assert_eq!(client().post(&url).json(&body).send().await.unwrap().status(), 401);
+    assert_eq!(
+        client()
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
     let m = metrics(&gw.app).await;
     let ep = gw.endpoint.as_str();
-    assert_eq!(value(&m, "switchyard_gateway_requests_total", ep, "class=\"1xx\""), Some(0.0));
+    assert_eq!(
+        value(&m, "switchyard_gateway_requests_total", ep, "class=\"1xx\""),
+        Some(0.0)
+    );
     assert_eq!(
         value(&m, "switchyard_gateway_requests_total", ep, "class=\"2xx\""),
         Some(2.0),
         "two streamed completions: {m}"
     );
-    assert_eq!(value(&m, "switchyard_gateway_requests_total", ep, "class=\"4xx\""), Some(1.0));
+    assert_eq!(
+        value(&m, "switchyard_gateway_requests_total", ep, "class=\"4xx\""),
+        Some(1.0)
+    );
     assert!(value(&m, "switchyard_gateway_bytes_out_total", ep, "").unwrap_or(0.0) > 500.0);
     assert!(m.contains("endpoint=\"llama\""));
     // The streams did not ask for usage: no tokens counted yet.
-    assert_eq!(value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"prompt\""), Some(0.0));
+    assert_eq!(
+        value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"prompt\""),
+        Some(0.0)
+    );
     let t0 = Instant::now();
-    while value(&metrics(&gw.app).await, "switchyard_gateway_in_flight", ep, "") != Some(0.0) {
-        assert!(t0.elapsed() < Duration::from_secs(5), "a stream stays counted in flight");
+    while value(
+        &metrics(&gw.app).await,
+        "switchyard_gateway_in_flight",
+        ep,
+        "",
+    ) != Some(0.0)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "a stream stays counted in flight"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -362,10 +390,22 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
     // with stream_options) and a plain JSON completion (3 prompt, 1 completion tokens).
     let mut asked = body.clone();
     asked["stream_options"] = json!({"include_usage": true});
-    let r = client().post(&url).bearer_auth(&token).json(&asked).send().await.unwrap();
+    let r = client()
+        .post(&url)
+        .bearer_auth(&token)
+        .json(&asked)
+        .send()
+        .await
+        .unwrap();
     assert!(r.text().await.unwrap().contains("\"usage\""));
     let plain = json!({"model": "llama", "messages": [{"role": "user", "content": "hi"}]});
-    let r = client().post(&url).bearer_auth(&token).json(&plain).send().await.unwrap();
+    let r = client()
+        .post(&url)
+        .bearer_auth(&token)
+        .json(&plain)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     r.bytes().await.unwrap();
     let m = metrics(&gw.app).await;
@@ -375,7 +415,12 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
         "7 streamed + 3 plain: {m}"
     );
     assert_eq!(
-        value(&m, "switchyard_gateway_tokens_total", ep, "kind=\"completion\""),
+        value(
+            &m,
+            "switchyard_gateway_tokens_total",
+            ep,
+            "kind=\"completion\""
+        ),
         Some((TOKENS + 1) as f64)
     );
     gw.app.finish().await;
@@ -597,8 +642,12 @@ async fn a_replica_refuses_what_another_replica_revoked() {
         .await;
         let (token, _) = gw.token(&gw.member, &gw.prod, json!({"name": "t"})).await;
         // The second replica: its own store on the same schema, its own gateway listeners.
-        let other = switchyard::store::Store::connect(&gw.app.db.url).await.unwrap();
-        let _feed = other.follow_replicas().expect("PostgreSQL follows the replicas");
+        let other = switchyard::store::Store::connect(&gw.app.db.url)
+            .await
+            .unwrap();
+        let _feed = other
+            .follow_replicas()
+            .expect("PostgreSQL follows the replicas");
         let mut config = (*gw.app.state.config).clone();
         config.gateway.bind = std::net::IpAddr::from([127, 0, 0, 2]);
         let replica = switchyard::state(other.clone(), config);
@@ -612,12 +661,18 @@ async fn a_replica_refuses_what_another_replica_revoked() {
                     break;
                 }
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the replica's gateway did not serve");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the replica's gateway did not serve"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let r = gw
             .app
-            .delete(&format!("/api/v1/groups/{}/members/{}", gw.team, gw.member_id), &gw.admin)
+            .delete(
+                &format!("/api/v1/groups/{}/members/{}", gw.team, gw.member_id),
+                &gw.admin,
+            )
             .await;
         assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
         // The notification crosses in milliseconds; allow a second.
@@ -637,4 +692,140 @@ async fn a_replica_refuses_what_another_replica_revoked() {
         gw.app.finish().await;
     })
     .await;
+}
+
+/// A CA made for this test run and a certificate it signs for `localhost` and 127.0.0.1.
+fn test_ca() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "switchyard test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca_cert, &ca_key)
+            .unwrap();
+    (ca_cert.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// The protocol a TLS handshake with `port` agrees on when the client offers h2 first.
+async fn alpn(port: u16, ca_pem: &str) -> Option<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
+}
+
+async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
+    let up = upstreams::start("a").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = test_ca();
+    // The operator's certificate for acme's prod gateway; dev has none.
+    std::fs::write(dir.path().join("acme-prod.crt"), &crt).unwrap();
+    std::fs::write(dir.path().join("acme-prod.key"), &key).unwrap();
+    let range = ports();
+    let tls_dir = dir.path().to_path_buf();
+    let gw = setup(
+        TestApp::with_settings(kind, |c| {
+            c.gateway.ports = range;
+            c.gateway.plain_http = false;
+            c.gateway.tls_dir = Some(tls_dir);
+        })
+        .await,
+        &[&up],
+    )
+    .await;
+    let (token, _) = gw.token(&gw.member, &gw.prod, json!({"name": "t"})).await;
+    let g = gw
+        .app
+        .get(&format!("/api/v1/gateways/{}", gw.prod), &gw.member)
+        .await;
+    let port = g.body["port"].as_u64().unwrap() as u16;
+    assert_eq!(
+        g.body["url"],
+        format!("https://127.0.0.1:{port}"),
+        "{}",
+        g.text
+    );
+
+    // A client that trusts the CA reaches the endpoint over TLS; HTTP/2 is offered by ALPN.
+    let trusting = |pem: &str| {
+        reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap()
+    };
+    let r = trusting(&ca)
+        .get(format!("https://localhost:{port}/v1/models"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["instance"], "a");
+    assert_eq!(alpn(port, &ca).await.as_deref(), Some(&b"h2"[..]));
+    // Plain HTTP on a TLS listener gets no answer from the endpoint.
+    let plain = client()
+        .get(format!("http://127.0.0.1:{port}/v1/models"))
+        .bearer_auth(&token)
+        .send()
+        .await;
+    assert!(plain.map(|r| r.status() != 200).unwrap_or(true));
+
+    // dev: a self-signed certificate, published to those who may see the gateway.
+    let dev = gw
+        .app
+        .get(&format!("/api/v1/gateways/{}", gw.dev), &gw.member)
+        .await;
+    let dev_port = dev.body["port"].as_u64().unwrap();
+    let pem = gw
+        .app
+        .get(
+            &format!("/api/v1/gateways/{}/certificate", gw.dev),
+            &gw.member,
+        )
+        .await;
+    assert_eq!(pem.status, StatusCode::OK);
+    assert!(
+        pem.text.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{}",
+        pem.text
+    );
+    let (dev_token, _) = gw.token(&gw.member, &gw.dev, json!({"name": "d"})).await;
+    let r = trusting(&pem.text)
+        .get(format!("https://127.0.0.1:{dev_port}/v1/models"))
+        .bearer_auth(&dev_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Without trusting it, the handshake fails: nothing is sent.
+    assert!(trusting(&ca)
+        .get(format!("https://127.0.0.1:{dev_port}/v1/models"))
+        .send()
+        .await
+        .is_err());
+    gw.app.finish().await;
 }

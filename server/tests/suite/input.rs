@@ -173,6 +173,7 @@ async fn openapi_lists_every_operation(kind: Kind) {
         "GET /api/v1/gateway-tokens",
         "GET /api/v1/gateways",
         "GET /api/v1/gateways/{id}",
+        "GET /api/v1/gateways/{id}/certificate",
         "GET /api/v1/groups",
         "GET /api/v1/groups/{id}",
         "GET /api/v1/groups/{id}/members",

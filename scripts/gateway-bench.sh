@@ -4,6 +4,7 @@
 #   direct    wrk → upstream
 #   nginx     wrk → nginx reverse proxy (keep-alive pool to the upstream) → upstream
 #   gateway   wrk → Switchyard gateway (token checked, group access, affinity) → upstream
+# All three in plain HTTP (the gateway with --gateway-plain-http), so TLS costs do not enter.
 # Prints requests/s and latency percentiles per target, as a Markdown table.
 #
 #   scripts/gateway-bench.sh                 # 64 connections, 10 s each, release build
@@ -93,7 +94,7 @@ EOF
 "$NGINX" -c "$WORK/px.conf" -p "$WORK"
 
 # Switchyard with the demo data: an endpoint on the upstream, a gateway, a route, a token.
-"$BIN" serve --demo --log-format text --listen "127.0.0.1:$SY_PORT" \
+"$BIN" serve --demo --log-format text --listen "127.0.0.1:$SY_PORT" --gateway-plain-http \
   --database-url "sqlite://$WORK/bench.db?mode=rwc" --gateway-ports "$GW_PORTS" \
   >"$WORK/switchyard.log" 2>&1 &
 pids+=($!)

@@ -60,6 +60,10 @@ pub fn navigation(me: &Me) -> Vec<(&'static str, &'static str)> {
     items.push(("/history", "History"));
     if allowed(me, Action::ViewDirectory) {
         items.push(("/catalog", "Catalog"));
+        items.push(("/endpoints", "Endpoints"));
+    }
+    if allowed(me, Action::ManageDirectory) {
+        items.push(("/gateways", "Gateways"));
     }
     if allowed(me, Action::ManagePlatform) {
         items.push(("/platform", "Platform"));
@@ -300,7 +304,7 @@ mod tests {
         };
         assert_eq!(
             labels(&me(false, false)),
-            ["Portal", "Jobs", "History", "Catalog"]
+            ["Portal", "Jobs", "History", "Catalog", "Endpoints"]
         );
         assert_eq!(
             labels(&me(true, false)),
@@ -310,6 +314,8 @@ mod tests {
                 "Policy Manager",
                 "History",
                 "Catalog",
+                "Endpoints",
+                "Gateways",
                 "Audit",
                 "Settings"
             ]
@@ -322,6 +328,8 @@ mod tests {
                 "Policy Manager",
                 "History",
                 "Catalog",
+                "Endpoints",
+                "Gateways",
                 "Platform",
                 "Audit",
                 "Settings"

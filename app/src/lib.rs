@@ -73,6 +73,9 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view={Lazy::<JobsRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/history") view={Lazy::<HistoryRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/catalog") view={Lazy::<CatalogRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/endpoints") view={Lazy::<EndpointsRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/endpoints/:id") view={Lazy::<EndpointRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/gateways") view={Lazy::<GatewaysRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/policy") view={Lazy::<PolicyRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/platform") view={Lazy::<PlatformRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/audit") view={Lazy::<AuditRoute>::new()} ssr=SsrMode::Async/>
@@ -115,6 +118,7 @@ pub enum AdminPage {
     Sso,
     User,
     UserAccess,
+    Gateways,
 }
 
 #[leptos::lazy]
@@ -130,18 +134,21 @@ fn admin_page(page: AdminPage) -> AnyView {
         AdminPage::UserAccess => {
             view! { <Gate path="/settings"><UserAccessPage/></Gate> }.into_any()
         }
+        AdminPage::Gateways => view! { <Gate path="/gateways"><GatewaysPage/></Gate> }.into_any(),
     }
 }
 
-/// The jobs list, history and the catalog: read by builders now and then, not on every visit
-/// (the portal lists a builder's own jobs), and the history's charts are most of its code. A
-/// chunk of their own, as the administration pages.
+/// The jobs list, history, the catalog and the endpoints: read by builders now and then, not
+/// on every visit (the portal lists a builder's own jobs), and the history's charts are most
+/// of its code. A chunk of their own, as the administration pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum BrowsePage {
     Jobs,
     History,
     Catalog,
+    Endpoints,
+    Endpoint,
 }
 
 #[leptos::lazy]
@@ -150,6 +157,8 @@ fn browse_page(page: BrowsePage) -> AnyView {
         BrowsePage::Jobs => view! { <JobsPage/> }.into_any(),
         BrowsePage::History => view! { <HistoryPage/> }.into_any(),
         BrowsePage::Catalog => view! { <CatalogPage/> }.into_any(),
+        BrowsePage::Endpoints => view! { <EndpointsPage/> }.into_any(),
+        BrowsePage::Endpoint => view! { <EndpointPage/> }.into_any(),
     }
 }
 
@@ -165,12 +174,15 @@ pub async fn load_page_chunk(path: &str) {
                 .strip_prefix(prefix)
                 .is_some_and(|rest| rest.starts_with('/'))
     };
-    if ["/policy", "/platform", "/audit", "/settings"]
+    if ["/policy", "/platform", "/audit", "/settings", "/gateways"]
         .into_iter()
         .any(under)
     {
         __preload_admin_page().await;
-    } else if ["/jobs", "/history", "/catalog"].into_iter().any(under) {
+    } else if ["/jobs", "/history", "/catalog", "/endpoints"]
+        .into_iter()
+        .any(under)
+    {
         __preload_browse_page().await;
     }
 }
@@ -197,6 +209,8 @@ lazy_routes! {
     JobsRoute => browse_page(BrowsePage::Jobs);
     HistoryRoute => browse_page(BrowsePage::History);
     CatalogRoute => browse_page(BrowsePage::Catalog);
+    EndpointsRoute => browse_page(BrowsePage::Endpoints);
+    EndpointRoute => browse_page(BrowsePage::Endpoint);
     PolicyRoute => admin_page(AdminPage::Policy);
     PlatformRoute => admin_page(AdminPage::Platform);
     AuditRoute => admin_page(AdminPage::Audit);
@@ -205,4 +219,5 @@ lazy_routes! {
     SsoRoute => admin_page(AdminPage::Sso);
     UserRoute => admin_page(AdminPage::User);
     UserAccessRoute => admin_page(AdminPage::UserAccess);
+    GatewaysRoute => admin_page(AdminPage::Gateways);
 }

@@ -44,6 +44,25 @@ test('every page hydrates without a script error, for a tenant admin', async () 
     '/audit', '/settings', user, `${user}?confirm=delete`, `${user}/access`, group, `${group}?confirm=group`,
     '/settings/sso', '/settings/sso?confirm=scim'];
   if (job) paths.push(job, `${job}?confirm=abort`);
+  // The gateway's pages, with what the gateway test left there.
+  const href = async (selector) => {
+    const link = page.locator(selector).first();
+    return (await link.count()) ? link.getAttribute('href') : null;
+  };
+  paths.push('/endpoints', '/gateways');
+  await page.goto(`${BASE}/endpoints`);
+  const endpoint = await href('[data-testid=endpoints-table] tr:has-text("1 of 1 up") a') ?? await href('[data-testid=endpoints-table] a');
+  if (endpoint) {
+    await page.goto(`${BASE}${endpoint}`);
+    paths.push(endpoint);
+    const remove = await href('[data-testid=instances-table] a:has-text("Remove")');
+    if (remove) paths.push(remove);
+  }
+  await page.goto(`${BASE}/gateways`);
+  for (const table of ['gateways-table', 'routes-table']) {
+    const confirm = await href(`[data-testid=${table}] a:has-text("Delete")`);
+    if (confirm) paths.push(`/gateways${confirm}`);
+  }
   await visit(page, paths);
   await context.close();
 });
@@ -52,7 +71,7 @@ test('every page hydrates without a script error, for a member', async () => {
   const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
   const page = await context.newPage();
   await signIn(page, 'acme', 'bob');
-  await visit(page, ['/portal', '/jobs', '/history', '/catalog', '/policy', '/settings']);
+  await visit(page, ['/portal', '/jobs', '/history', '/catalog', '/endpoints', '/policy', '/settings', '/gateways']);
   // The admin pages answer 403, and say so.
   assert.equal((await page.goto(`${BASE}/settings`)).status(), 403);
   await context.close();

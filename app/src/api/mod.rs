@@ -25,6 +25,7 @@ use crate::model::{
 
 mod catalog;
 mod directory;
+mod gateway;
 pub mod history;
 mod identity;
 mod policy;
@@ -33,6 +34,7 @@ mod sso;
 
 pub use catalog::*;
 pub use directory::*;
+pub use gateway::*;
 pub use identity::*;
 pub use policy::*;
 pub use scheduling::*;

@@ -102,6 +102,7 @@ pub async fn submit_job_form(
             checkpoint_dir: text_field(checkpoint_dir),
             max_runtime_ms,
             duration_ms,
+            serve: None,
         };
         let key = idempotency_key.filter(|k| !k.is_empty());
         c.backend
@@ -139,6 +140,7 @@ pub async fn resubmit_job_form(csrf: String, job_id: String) -> Result<Job, AppE
             checkpoint_dir: j.checkpoint_dir,
             max_runtime_ms: j.max_runtime_ms,
             duration_ms: j.duration_ms,
+            serve: j.serve,
         };
         let key = Some(format!("resubmit-{job_id}"));
         let copy = c

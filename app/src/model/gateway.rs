@@ -147,3 +147,102 @@ pub struct IssuedGatewayToken {
     #[serde(flatten)]
     pub info: GatewayToken,
 }
+
+// ---- what the console's gateway pages show -------------------------------------------------
+
+/// Where a route publishes an endpoint: the gateway, and the URL clients call.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PublishedRoute {
+    pub route: GatewayRoute,
+    pub gateway_name: String,
+    /// `http://host:port/prefix`: the base URL a client is given.
+    pub url: String,
+}
+
+/// One upstream instance of an endpoint and what the gateway knows of it now.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InstanceHealth {
+    pub target_id: String,
+    pub address: String,
+    /// Its last probe connected (true until the first probe).
+    pub up: bool,
+    /// Skipped for a few seconds after a refused connection.
+    pub ejected: bool,
+    /// Since the server started.
+    pub requests: u64,
+    pub failures: u64,
+    pub in_flight: u64,
+}
+
+impl InstanceHealth {
+    /// Whether the balancer sends it requests now.
+    pub fn serving(&self) -> bool {
+        self.up && !self.ejected
+    }
+}
+
+/// An endpoint's counters since the server started (those of `/metrics`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointCounters {
+    /// Requests by status class: 1xx … 5xx (index 0 … 4).
+    pub by_class: [u64; 5],
+    /// The time-to-first-byte histogram's bucket bounds, milliseconds.
+    pub bucket_ms: Vec<u64>,
+    /// Cumulative counts per bucket, then the count of all (`+Inf`).
+    pub cumulative: Vec<u64>,
+    pub bytes_out: u64,
+    pub in_flight: u64,
+}
+
+/// An endpoint as the endpoints page lists it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointSummary {
+    pub endpoint: Endpoint,
+    pub project_name: String,
+    /// What the caller may do with it.
+    pub permission: Permission,
+    pub routes: Vec<PublishedRoute>,
+    /// Instances the balancer sends requests to now.
+    pub instances_up: usize,
+}
+
+/// The endpoints page: the caller's endpoints, where they may create one, the tenant's
+/// gateways (to issue a token for) and the caller's gateway tokens.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointsOverview {
+    pub endpoints: Vec<EndpointSummary>,
+    /// Projects the caller may `use` (create an endpoint in).
+    pub projects: Vec<Project>,
+    pub gateways: Vec<Gateway>,
+    pub tokens: Vec<GatewayToken>,
+    /// The server's time when this was read, ms: a token past its expiry is refused.
+    pub now: i64,
+}
+
+/// One endpoint's page: its instances' health, counters and routes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointDetail {
+    pub summary: EndpointSummary,
+    pub instances: Vec<InstanceHealth>,
+    pub counters: EndpointCounters,
+}
+
+/// The gateways page (tenant admins): gateways, their routes and the endpoints to lead to.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GatewaysOverview {
+    pub gateways: Vec<Gateway>,
+    pub routes: Vec<PublishedRoute>,
+    /// Every endpoint of the organization: (id, name).
+    pub endpoints: Vec<(String, String)>,
+}
+
+/// A job that serves an endpoint: while it runs, and once `port` answers on its node, it is
+/// one of the endpoint's instances. `PORT` is set in its environment.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Serve {
+    pub endpoint_id: String,
+    /// 1024 to 65535.
+    pub port: i64,
+}

@@ -173,6 +173,9 @@ pub struct Job {
     /// where that cannot be known (a running job without a time limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start_at: Option<i64>,
+    /// The endpoint it serves, if it is a serving job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<Serve>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

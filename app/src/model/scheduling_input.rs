@@ -225,6 +225,9 @@ pub struct SubmitJob {
     #[serde(default)]
     #[cfg_attr(feature = "ssr", schema(minimum = 0, maximum = 2592000000i64))]
     pub duration_ms: Option<i64>,
+    /// Serve an endpoint (you need `manage` on it): the job becomes one of its instances.
+    #[serde(default)]
+    pub serve: Option<Serve>,
 }
 
 /// Many jobs at once (a job array): all of them are stored, or none (then every field error

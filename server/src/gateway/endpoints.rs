@@ -443,6 +443,19 @@ pub async fn delete_endpoint(
     Ok(())
 }
 
+/// That the caller may run serving jobs for the endpoint (`manage` on it); else the submit's
+/// error at `serve.endpoint_id`, the same whether the endpoint is hidden or only not theirs.
+pub async fn check_deploy(store: &Store, p: &Principal, endpoint_id: &str) -> ApiResult<()> {
+    match endpoint_with(store, p, endpoint_id, Permission::Manage).await {
+        Err(ApiError(AppError::NotFound | AppError::Forbidden)) => Err(AppError::field(
+            "serve.endpoint_id",
+            "no endpoint you may manage has this id",
+        )
+        .into()),
+        other => other.map(|_| ()),
+    }
+}
+
 /// Registers an upstream instance of an endpoint the caller may `manage`.
 pub async fn add_target(
     store: &Store,

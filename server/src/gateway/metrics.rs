@@ -18,8 +18,10 @@ pub const BUCKETS: [f64; 12] = [
 pub struct TargetState {
     /// Requests (and streams) in flight to it: the balancer's load.
     pub inflight: AtomicU64,
-    /// Its last active probe connected (until the first probe: assumed healthy).
+    /// Its last active probe did not connect (until the first probe: assumed healthy).
     pub down: AtomicBool,
+    /// A probe has connected to it at least once (a serving job is taken only then).
+    pub seen_up: AtomicBool,
     /// Skipped until this time (store clock, ms) after a failed connection.
     pub ejected_until: AtomicI64,
     pub requests: AtomicU64,
@@ -27,8 +29,11 @@ pub struct TargetState {
 }
 
 impl TargetState {
-    pub fn usable(&self, now: i64) -> bool {
-        !self.down.load(Ordering::Relaxed) && self.ejected_until.load(Ordering::Relaxed) <= now
+    /// Whether a request may go to it now; a serving job (`job`) only once its port answered.
+    pub fn usable(&self, now: i64, job: bool) -> bool {
+        !self.down.load(Ordering::Relaxed)
+            && (!job || self.seen_up.load(Ordering::Relaxed))
+            && self.ejected_until.load(Ordering::Relaxed) <= now
     }
 }
 

@@ -14,6 +14,7 @@ pub mod endpoints;
 pub mod instances;
 pub mod listener;
 pub mod metrics;
+pub mod overview;
 pub mod proxy;
 pub mod routes;
 pub mod runtime;

@@ -306,7 +306,7 @@ async fn forward(
         .targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| !t.state.usable(now))
+        .filter(|(_, t)| !t.state.usable(now, t.job))
         .map(|(i, _)| i)
         .collect();
     let path_and_query = parts

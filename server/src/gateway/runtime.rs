@@ -29,6 +29,8 @@ use crate::store::Store;
 const RECONCILE_EVERY: Duration = Duration::from_millis(100);
 const PROBE_EVERY: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often the running serving jobs are compared with the snapshot's instances.
+const SERVING_POLL: Duration = Duration::from_secs(1);
 /// An instance that refused a connection is skipped this long.
 pub(super) const EJECT_MS: i64 = 5_000;
 
@@ -213,9 +215,27 @@ impl Gateways {
                         Ok(Ok(_))
                     );
                     state.down.store(!ok, Ordering::Relaxed);
+                    if ok {
+                        state.seen_up.store(true, Ordering::Relaxed);
+                    }
                 }
             });
         futures::future::join_all(checks).await;
+    }
+
+    /// Renews the snapshot when the running serving jobs are not those it counts (a job
+    /// started, ended or was preempted): the scheduler's commits do not say so themselves.
+    async fn follow_serving_jobs(&self) {
+        let running: Result<Vec<String>, _> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE serve_endpoint_id IS NOT NULL AND state = 'running' ORDER BY id",
+        )
+        .fetch_all(&self.store.pool)
+        .await;
+        match running {
+            Ok(ids) if ids != self.cached().serving => self.store.note_access_change(),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "gateway: reading the serving jobs failed"),
+        }
     }
 
     /// The ports the gateways listen on now, by gateway id.
@@ -236,14 +256,21 @@ pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut seen = u64::MAX;
         let mut probed = tokio::time::Instant::now() - PROBE_EVERY;
+        let mut polled = tokio::time::Instant::now();
         loop {
+            if polled.elapsed() >= SERVING_POLL {
+                polled = tokio::time::Instant::now();
+                g.follow_serving_jobs().await;
+            }
             let now_gen = g.store.access_generation();
-            if now_gen != seen || probed.elapsed() >= PROBE_EVERY {
+            let changed = now_gen != seen;
+            if changed || probed.elapsed() >= PROBE_EVERY {
                 match g.current().await {
                     Ok(snap) => {
                         seen = snap.generation;
                         g.reconcile(&snap).await;
-                        if probed.elapsed() >= PROBE_EVERY {
+                        // New instances (a serving job that started) are probed at once.
+                        if changed || probed.elapsed() >= PROBE_EVERY {
                             probed = tokio::time::Instant::now();
                             g.probe(&snap).await;
                         }

@@ -44,6 +44,8 @@ pub struct TargetSnap {
     pub address: String,
     /// `address` parsed once (`None`: not a valid authority; never picked).
     pub authority: Option<axum::http::uri::Authority>,
+    /// A serving job (its id is the job's): taken only once a probe found its port open.
+    pub job: bool,
     /// Its load, health and counters (kept across snapshots, by target id).
     pub state: Arc<TargetState>,
 }
@@ -93,6 +95,8 @@ pub struct Snapshot {
     pub users: HashMap<String, UserSnap>,
     /// The `endpoint` access rules, by tenant.
     pub rules: HashMap<String, Vec<Rule>>,
+    /// The running serving jobs this snapshot counts as instances, by id (sorted).
+    pub serving: Vec<String>,
 }
 
 impl RouteSnap {
@@ -218,6 +222,32 @@ impl Snapshot {
                 .push(TargetSnap {
                     authority: address.parse().ok(),
                     state: target(&id),
+                    job: false,
+                    id,
+                    address,
+                });
+        }
+        // Running serving jobs: on a local pool, the port on this host. (Simulated pools run
+        // no process, so nothing answers there.)
+        for r in sqlx::query(
+            "SELECT j.id, j.serve_endpoint_id, j.serve_port FROM jobs j JOIN pools p ON p.id = j.pool_id
+             WHERE j.serve_endpoint_id IS NOT NULL AND j.state = 'running' AND p.executor = 'local'
+             ORDER BY j.id",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            let id: String = r.try_get("id")?;
+            let port: i64 = r.try_get("serve_port")?;
+            let address = format!("127.0.0.1:{port}");
+            s.serving.push(id.clone());
+            targets
+                .entry(r.try_get("serve_endpoint_id")?)
+                .or_default()
+                .push(TargetSnap {
+                    authority: address.parse().ok(),
+                    state: target(&id),
+                    job: true,
                     id,
                     address,
                 });

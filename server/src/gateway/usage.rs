@@ -20,7 +20,10 @@ fn usage_of(v: &Value) -> Option<Usage> {
     let u = v.get("usage")?;
     Some(Usage {
         prompt: u.get("prompt_tokens")?.as_u64()?,
-        completion: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        completion: u
+            .get("completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     })
 }
 
@@ -81,7 +84,11 @@ impl Meter {
             .collect::<Vec<_>>()
             .join("\n");
         if data.contains("\"usage\"") {
-            if let Some(u) = serde_json::from_str::<Value>(&data).ok().as_ref().and_then(usage_of) {
+            if let Some(u) = serde_json::from_str::<Value>(&data)
+                .ok()
+                .as_ref()
+                .and_then(usage_of)
+            {
                 self.found = Some(u);
             }
         }
@@ -119,7 +126,14 @@ mod tests {
             for piece in body.chunks(split) {
                 m.feed(piece);
             }
-            assert_eq!(m.finish(), Some(Usage { prompt: 12, completion: 30 }), "split {split}");
+            assert_eq!(
+                m.finish(),
+                Some(Usage {
+                    prompt: 12,
+                    completion: 30
+                }),
+                "split {split}"
+            );
         }
     }
 
@@ -132,7 +146,13 @@ mod tests {
         for piece in stream.as_bytes().chunks(9) {
             m.feed(piece);
         }
-        assert_eq!(m.finish(), Some(Usage { prompt: 5, completion: 2 }));
+        assert_eq!(
+            m.finish(),
+            Some(Usage {
+                prompt: 5,
+                completion: 2
+            })
+        );
     }
 
     #[test]

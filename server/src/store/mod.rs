@@ -266,6 +266,12 @@ impl Store {
         self.access_generation.load(Ordering::SeqCst)
     }
 
+    /// Counts a change to what the gateway serves that no write of this process announced
+    /// (a serving job that started or ended).
+    pub fn note_access_change(&self) {
+        self.access_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Counts a committed scheduling change that did not wake the scheduler (the scheduler's
     /// own), so that readers of its summary wait for one that includes it.
     pub fn note_scheduling_change(&self) {

@@ -19,45 +19,44 @@ both_stores!(
     streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels,
     sessions_keep_their_instance_across_a_scale_out,
     a_dead_instance_is_skipped_and_errors_say_where_they_come_from,
-    a_route_switch_under_load_fails_no_request,
-    tls_with_the_operators_certificate_or_a_self_signed_one
+    a_route_switch_under_load_fails_no_request
 );
 
 /// Each app gets its own ports for its gateways' listeners (tests run side by side).
-fn ports() -> std::ops::RangeInclusive<u16> {
+pub(crate) fn ports() -> std::ops::RangeInclusive<u16> {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let base =
         19_000 + (std::process::id() % 50) as u16 * 200 + NEXT.fetch_add(4, Ordering::SeqCst);
     base..=base + 3
 }
 
-fn id(v: &Value) -> String {
+pub(crate) fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_default().to_string()
 }
 
-async fn created(app: &TestApp, token: &str, path: &str, body: Value) -> Value {
+pub(crate) async fn created(app: &TestApp, token: &str, path: &str, body: Value) -> Value {
     let r = app.post(path, token, body).await;
     assert_eq!(r.status, StatusCode::CREATED, "{path}: {}", r.text);
     r.body
 }
 
-struct Gw {
-    app: TestApp,
-    admin: String,
-    member: String,
-    member_id: String,
-    team: String,
-    endpoint: String,
-    prod: String,
-    dev: String,
-    prod_url: String,
-    dev_url: String,
-    _runtime: tokio::task::JoinHandle<()>,
+pub(crate) struct Gw {
+    pub(crate) app: TestApp,
+    pub(crate) admin: String,
+    pub(crate) member: String,
+    pub(crate) member_id: String,
+    pub(crate) team: String,
+    pub(crate) endpoint: String,
+    pub(crate) prod: String,
+    pub(crate) dev: String,
+    pub(crate) prod_url: String,
+    pub(crate) dev_url: String,
+    pub(crate) _runtime: tokio::task::JoinHandle<()>,
 }
 
 /// acme: project `llm`, group `llm-users` (the member) with `use` on the project's endpoints,
 /// endpoint `llama` on `targets`, gateways `prod` and `dev` each routing `/v1` to it.
-async fn setup(app: TestApp, targets: &[&Upstream]) -> Gw {
+pub(crate) async fn setup(app: TestApp, targets: &[&Upstream]) -> Gw {
     app.seed_tenant("acme").await;
     let admin = app.login("acme", "admin").await;
     let member = app.login("acme", "member").await;
@@ -120,7 +119,7 @@ async fn setup(app: TestApp, targets: &[&Upstream]) -> Gw {
 }
 
 impl Gw {
-    async fn token(&self, who: &str, gateway: &str, body: Value) -> (String, String) {
+    pub(crate) async fn token(&self, who: &str, gateway: &str, body: Value) -> (String, String) {
         let b = created(
             &self.app,
             who,
@@ -132,7 +131,7 @@ impl Gw {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
@@ -140,7 +139,7 @@ fn client() -> reqwest::Client {
 }
 
 /// GET `url` with the token (if any): status and JSON body.
-async fn call(url: &str, token: Option<&str>) -> (u16, Value) {
+pub(crate) async fn call(url: &str, token: Option<&str>) -> (u16, Value) {
     let mut r = client().get(url);
     if let Some(t) = token {
         r = r.bearer_auth(t);
@@ -625,207 +624,5 @@ async fn a_route_switch_under_load_fails_no_request(kind: Kind) {
     eprintln!("route switch under load: {ok} requests answered, {failed} failed");
     assert_eq!(failed, 0);
     assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
-    gw.app.finish().await;
-}
-
-/// Two replicas on one PostgreSQL schema: the group removal made through one is refused by
-/// the other's gateway (its snapshot follows the change feed, `LISTEN`/`NOTIFY`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_refuses_what_another_replica_revoked() {
-    crate::common::bounded("a_replica_refuses_what_another_replica_revoked", || async {
-        let up = upstreams::start("a").await;
-        let range = ports();
-        let gw = setup(
-            TestApp::with_settings(Kind::Postgres, |c| c.gateway.ports = range).await,
-            &[&up],
-        )
-        .await;
-        let (token, _) = gw.token(&gw.member, &gw.prod, json!({"name": "t"})).await;
-        // The second replica: its own store on the same schema, its own gateway listeners.
-        let other = switchyard::store::Store::connect(&gw.app.db.url)
-            .await
-            .unwrap();
-        let _feed = other
-            .follow_replicas()
-            .expect("PostgreSQL follows the replicas");
-        let mut config = (*gw.app.state.config).clone();
-        config.gateway.bind = std::net::IpAddr::from([127, 0, 0, 2]);
-        let replica = switchyard::state(other.clone(), config);
-        let _runtime = switchyard::gateway::start(replica.gateways.clone());
-        let port = gw.prod_url.rsplit(':').next().unwrap().to_string();
-        let url = format!("http://127.0.0.2:{port}/v1/models");
-        let t0 = Instant::now();
-        loop {
-            if let Ok(r) = client().get(&url).bearer_auth(&token).send().await {
-                if r.status() == 200 {
-                    break;
-                }
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "the replica's gateway did not serve"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let r = gw
-            .app
-            .delete(
-                &format!("/api/v1/groups/{}/members/{}", gw.team, gw.member_id),
-                &gw.admin,
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-        // The notification crosses in milliseconds; allow a second.
-        let t0 = Instant::now();
-        loop {
-            let (s, _) = call(&url, Some(&token)).await;
-            if s == 403 {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(1),
-                "the other replica still serves a member removed from the group ({s})"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        other.pool.close().await;
-        gw.app.finish().await;
-    })
-    .await;
-}
-
-/// A CA made for this test run and a certificate it signs for `localhost` and 127.0.0.1.
-fn test_ca() -> (String, String, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "switchyard test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf =
-        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap()
-            .signed_by(&key, &ca_cert, &ca_key)
-            .unwrap();
-    (ca_cert.pem(), leaf.pem(), key.serialize_pem())
-}
-
-/// The protocol a TLS handshake with `port` agrees on when the client offers h2 first.
-async fn alpn(port: u16, ca_pem: &str) -> Option<Vec<u8>> {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect("localhost".try_into().unwrap(), tcp)
-        .await
-        .unwrap();
-    tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
-}
-
-async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
-    let up = upstreams::start("a").await;
-    let dir = tempfile::tempdir().unwrap();
-    let (ca, crt, key) = test_ca();
-    // The operator's certificate for acme's prod gateway; dev has none.
-    std::fs::write(dir.path().join("acme-prod.crt"), &crt).unwrap();
-    std::fs::write(dir.path().join("acme-prod.key"), &key).unwrap();
-    let range = ports();
-    let tls_dir = dir.path().to_path_buf();
-    let gw = setup(
-        TestApp::with_settings(kind, |c| {
-            c.gateway.ports = range;
-            c.gateway.plain_http = false;
-            c.gateway.tls_dir = Some(tls_dir);
-        })
-        .await,
-        &[&up],
-    )
-    .await;
-    let (token, _) = gw.token(&gw.member, &gw.prod, json!({"name": "t"})).await;
-    let g = gw
-        .app
-        .get(&format!("/api/v1/gateways/{}", gw.prod), &gw.member)
-        .await;
-    let port = g.body["port"].as_u64().unwrap() as u16;
-    assert_eq!(
-        g.body["url"],
-        format!("https://127.0.0.1:{port}"),
-        "{}",
-        g.text
-    );
-
-    // A client that trusts the CA reaches the endpoint over TLS; HTTP/2 is offered by ALPN.
-    let trusting = |pem: &str| {
-        reqwest::Client::builder()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap())
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap()
-    };
-    let r = trusting(&ca)
-        .get(format!("https://localhost:{port}/v1/models"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.json::<Value>().await.unwrap()["instance"], "a");
-    assert_eq!(alpn(port, &ca).await.as_deref(), Some(&b"h2"[..]));
-    // Plain HTTP on a TLS listener gets no answer from the endpoint.
-    let plain = client()
-        .get(format!("http://127.0.0.1:{port}/v1/models"))
-        .bearer_auth(&token)
-        .send()
-        .await;
-    assert!(plain.map(|r| r.status() != 200).unwrap_or(true));
-
-    // dev: a self-signed certificate, published to those who may see the gateway.
-    let dev = gw
-        .app
-        .get(&format!("/api/v1/gateways/{}", gw.dev), &gw.member)
-        .await;
-    let dev_port = dev.body["port"].as_u64().unwrap();
-    let pem = gw
-        .app
-        .get(
-            &format!("/api/v1/gateways/{}/certificate", gw.dev),
-            &gw.member,
-        )
-        .await;
-    assert_eq!(pem.status, StatusCode::OK);
-    assert!(
-        pem.text.starts_with("-----BEGIN CERTIFICATE-----"),
-        "{}",
-        pem.text
-    );
-    let (dev_token, _) = gw.token(&gw.member, &gw.dev, json!({"name": "d"})).await;
-    let r = trusting(&pem.text)
-        .get(format!("https://127.0.0.1:{dev_port}/v1/models"))
-        .bearer_auth(&dev_token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    // Without trusting it, the handshake fails: nothing is sent.
-    assert!(trusting(&ca)
-        .get(format!("https://127.0.0.1:{dev_port}/v1/models"))
-        .send()
-        .await
-        .is_err());
     gw.app.finish().await;
 }

@@ -15,6 +15,8 @@ mod driver_faults;
 mod fairness;
 mod gateway_api;
 mod gateway_proxy;
+mod gateway_serving;
+mod gateway_tls;
 mod history;
 mod in_use;
 mod input;

@@ -26,9 +26,9 @@ impl Gives {
 }
 
 const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, priority_class, priority, preemptible,
-    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, state, submitted_at, queued_at, updated_at, change_seq";
-const JOB_INSERT_ARITY: usize = 27;
-/// Rows per multi-row insert (27 parameters each; see [`STATEMENT_PARAMS`]).
+    abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, serve_endpoint_id, serve_port, state, submitted_at, queued_at, updated_at, change_seq";
+const JOB_INSERT_ARITY: usize = 29;
+/// Rows per multi-row insert (29 parameters each; see [`STATEMENT_PARAMS`]).
 const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
 
 /// `rows` rows of `arity` parameters each, each row ending with `last` (an SQL expression)
@@ -106,6 +106,8 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
                 .bind(j.checkpoint_dir.clone())
                 .bind(j.max_runtime_ms)
                 .bind(j.duration_ms)
+                .bind(j.serve.as_ref().map(|s| s.endpoint_id.clone()))
+                .bind(j.serve.as_ref().map(|s| s.port))
                 .bind(JobState::Queued.as_str())
                 .bind(j.submitted_at)
                 .bind(j.queued_at)

@@ -32,7 +32,7 @@ pub use submit::*;
 pub const JOB_SELECT: &str = "SELECT j.id, j.queue_id, q.name AS queue_name, j.group_id, j.user_id, j.username, j.name, j.command, j.image, j.env, j.gpu_milli,
     j.priority_class, j.preemptible, j.state, j.wait_reason, j.wait_code, j.pool_id, j.node_name, j.slices, j.over_quota, j.stop_reason, j.resume_count,
     j.exit_code, j.detail, j.abort_kind, j.abort_command, j.abort_timeout_ms, j.checkpoint_dir, j.max_runtime_ms, j.duration_ms, j.submitted_at, j.queued_at,
-    j.started_at, j.finished_at FROM jobs j JOIN queues q ON q.id = j.queue_id";
+    j.started_at, j.finished_at, j.serve_endpoint_id, j.serve_port FROM jobs j JOIN queues q ON q.id = j.queue_id";
 
 pub fn job_from_row(r: &AnyRow) -> Result<Job, sqlx::Error> {
     let env: String = r.try_get("env")?;
@@ -78,6 +78,13 @@ pub fn job_from_row(r: &AnyRow) -> Result<Job, sqlx::Error> {
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
         estimated_start_at: None,
+        serve: match (
+            r.try_get::<Option<String>, _>("serve_endpoint_id")?,
+            r.try_get::<Option<i64>, _>("serve_port")?,
+        ) {
+            (Some(endpoint_id), Some(port)) => Some(Serve { endpoint_id, port }),
+            _ => None,
+        },
     })
 }
 

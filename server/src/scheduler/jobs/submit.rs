@@ -221,6 +221,14 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         "duration_ms",
         "must be between 0 and 2592000000 (30 days)",
     );
+    v.check(
+        input
+            .serve
+            .as_ref()
+            .is_none_or(|s| (1024..=65535).contains(&s.port)),
+        "serve.port",
+        "must be between 1024 and 65535",
+    );
     v.finish()?;
     // Gangs across nodes are not scheduled: the job must fit on one node of one of its pools.
     if !ctx
@@ -264,6 +272,11 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         ),
         None => (None, None, 0),
     };
+    let mut env = input.env;
+    if let Some(s) = &input.serve {
+        env.entry("PORT".into())
+            .or_insert_with(|| s.port.to_string());
+    }
     Ok(Job {
         id: new_id(),
         queue_id: queue.id.clone(),
@@ -274,7 +287,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         name,
         command: input.command,
         image: input.image,
-        env: input.env,
+        env,
         gpu_milli,
         priority_class: class.name,
         preemptible: class.preemptible,
@@ -300,6 +313,7 @@ fn prepare(ctx: &QueueCtx, p: &Principal, input: SubmitJob, now: i64) -> Result<
         started_at: None,
         finished_at: None,
         estimated_start_at: None,
+        serve: input.serve,
     })
 }
 
@@ -326,6 +340,9 @@ pub async fn submit(
 ) -> ApiResult<Submitted<Job>> {
     require(p, Action::SubmitJobs)?;
     let ctx = queue_ctx(store, p, &input.queue_id).await?;
+    if let Some(s) = &input.serve {
+        crate::gateway::endpoints::check_deploy(store, p, &s.endpoint_id).await?;
+    }
     let now = store.now();
     let job = prepare(&ctx, p, input, now)?;
     let summary = json!({"name": job.name, "queue": job.queue_name, "gpu_milli": job.gpu_milli, "priority_class": job.priority_class});
@@ -406,6 +423,19 @@ pub async fn submit_batch(
         let Some(ctx) = queues.get(&job.queue_id) else {
             continue;
         };
+        if let Some(s) = &job.serve {
+            match crate::gateway::endpoints::check_deploy(store, p, &s.endpoint_id).await {
+                Ok(()) => {}
+                Err(ApiError(AppError::Validation(fs))) => {
+                    errors.extend(fs.into_iter().map(|f| FieldError {
+                        field: format!("jobs[{i}].{}", f.field),
+                        message: f.message,
+                    }));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         match prepare(ctx, p, job, now) {
             Ok(j) => {
                 let priority = priority_of(ctx, &j);

@@ -1,0 +1,245 @@
+//! Server functions of the gateway's pages: endpoints and their instances, gateway tokens
+//! (the endpoints pages), gateways and routes (the gateways page). Each works as a plain form
+//! post too.
+
+use super::*;
+#[cfg(feature = "ssr")]
+use crate::model::{
+    CreateEndpoint, CreateGateway, CreateGatewayRoute, CreateGatewayToken, CreateTarget,
+    UpdateGatewayRoute,
+};
+use crate::model::{
+    EndpointDetail, EndpointsOverview, Gateway, GatewayRoute, GatewaysOverview, IssuedGatewayToken,
+};
+
+/// A conflict the REST layer words as `field: message` ("name: an endpoint named llama
+/// already exists") is said at that field of the form, as a rejected value is.
+#[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+fn at_field(e: AppError, fields: &[&str]) -> AppError {
+    if let AppError::Conflict(message) = &e {
+        if let Some((field, rest)) = message.split_once(": ") {
+            if fields.contains(&field) {
+                return AppError::field(field, rest);
+            }
+        }
+    }
+    e
+}
+
+/// The addresses typed one per line (blank lines left out).
+#[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[server(prefix = "/_sf", endpoint = "endpoints/overview")]
+pub async fn load_endpoints() -> Result<EndpointsOverview, AppError> {
+    ctx::reading(|c| async move { c.backend.endpoints_overview(&c.principal).await }).await
+}
+
+#[server(prefix = "/_sf", endpoint = "endpoints/detail")]
+pub async fn load_endpoint(id: String) -> Result<EndpointDetail, AppError> {
+    ctx::reading(|c| async move { c.backend.endpoint_detail(&c.principal, &id).await }).await
+}
+
+/// An endpoint in a project, with its instances' addresses one per line.
+#[server(prefix = "/_sf", endpoint = "endpoints/create")]
+pub async fn create_endpoint_form(
+    csrf: String,
+    project_id: String,
+    name: String,
+    targets: String,
+) -> Result<crate::model::Endpoint, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let input = CreateEndpoint {
+            project_id,
+            name,
+            public: false,
+            targets: lines(&targets),
+        };
+        c.backend
+            .create_endpoint(&c.principal, &c.meta, input)
+            .await
+            .map_err(|e| at_field(e, &["name"]))
+    })
+    .await
+}
+
+/// Registers an instance (`host:port`) of an endpoint.
+#[server(prefix = "/_sf", endpoint = "endpoints/targets/add")]
+pub async fn add_target_form(
+    csrf: String,
+    endpoint_id: String,
+    address: String,
+) -> Result<crate::model::EndpointTarget, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend
+            .add_endpoint_target(
+                &c.principal,
+                &c.meta,
+                &endpoint_id,
+                CreateTarget { address },
+            )
+            .await
+            .map_err(|e| at_field(e, &["address"]))
+    })
+    .await
+}
+
+/// Removes an instance; `id` is `<endpoint id>:<target id>`.
+#[server(prefix = "/_sf", endpoint = "endpoints/targets/remove")]
+pub async fn remove_target_form(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let (endpoint_id, target_id) = id.split_once(':').ok_or(AppError::NotFound)?;
+        c.backend
+            .remove_endpoint_target(&c.principal, &c.meta, endpoint_id, target_id)
+            .await
+    })
+    .await
+}
+
+/// A gateway token for the caller: for every endpoint they may use, or (`endpoint_id`) only
+/// that one; `expires_in_days` empty: 90. The secret is in this answer only.
+#[server(prefix = "/_sf", endpoint = "gateway-tokens/issue")]
+pub async fn issue_gateway_token_form(
+    csrf: String,
+    gateway_id: String,
+    name: String,
+    endpoint_id: String,
+    expires_in_days: String,
+) -> Result<IssuedGatewayToken, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        if gateway_id.is_empty() {
+            return Err(AppError::field("gateway_id", "choose a gateway"));
+        }
+        let input = CreateGatewayToken {
+            name,
+            endpoint_ids: (!endpoint_id.is_empty()).then(|| vec![endpoint_id]),
+            expires_in_days: form::int_in("expires_in_days", &expires_in_days, 1..=365)?,
+        };
+        c.backend
+            .issue_gateway_token(&c.principal, &c.meta, &gateway_id, input)
+            .await
+            .map_err(|e| match e {
+                // The gateway went away since the page was shown.
+                AppError::NotFound => AppError::field("gateway_id", "no such gateway"),
+                e => e,
+            })
+    })
+    .await
+}
+
+/// Revokes one of the caller's gateway tokens: the gateway refuses it from its next request.
+#[server(prefix = "/_sf", endpoint = "gateway-tokens/revoke")]
+pub async fn revoke_gateway_token_form(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend
+            .revoke_gateway_token(&c.principal, &c.meta, &id)
+            .await
+    })
+    .await
+}
+
+#[server(prefix = "/_sf", endpoint = "gateways/overview")]
+pub async fn load_gateways() -> Result<GatewaysOverview, AppError> {
+    ctx::reading(|c| async move { c.backend.gateways_overview(&c.principal).await }).await
+}
+
+#[server(prefix = "/_sf", endpoint = "gateways/create")]
+pub async fn create_gateway_form(csrf: String, name: String) -> Result<Gateway, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend
+            .create_gateway(&c.principal, &c.meta, CreateGateway { name })
+            .await
+            .map_err(|e| at_field(e, &["name"]))
+    })
+    .await
+}
+
+/// Deletes a gateway with its routes and tokens.
+#[server(prefix = "/_sf", endpoint = "gateways/delete")]
+pub async fn delete_gateway_form(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.delete_gateway(&c.principal, &c.meta, &id).await
+    })
+    .await
+}
+
+/// Publishes an endpoint on a gateway under a host (empty: any) and a path prefix.
+#[server(prefix = "/_sf", endpoint = "routes/create")]
+pub async fn create_route_form(
+    csrf: String,
+    gateway_id: String,
+    host: String,
+    path_prefix: String,
+    endpoint_id: String,
+) -> Result<GatewayRoute, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let input = CreateGatewayRoute {
+            gateway_id,
+            host,
+            path_prefix: path_prefix.trim().to_string(),
+            endpoint_id,
+        };
+        c.backend
+            .create_route(&c.principal, &c.meta, input)
+            .await
+            .map_err(|e| at_field(e, &["path_prefix"]))
+    })
+    .await
+}
+
+/// Points a route at another endpoint; its URL stays.
+#[server(prefix = "/_sf", endpoint = "routes/update")]
+pub async fn update_route_form(
+    csrf: String,
+    id: String,
+    endpoint_id: String,
+) -> Result<GatewayRoute, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend
+            .update_route(
+                &c.principal,
+                &c.meta,
+                &id,
+                UpdateGatewayRoute { endpoint_id },
+            )
+            .await
+    })
+    .await
+}
+
+#[server(prefix = "/_sf", endpoint = "routes/delete")]
+pub async fn delete_route_form(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.delete_route(&c.principal, &c.meta, &id).await
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_conflict_is_said_at_its_field() {
+        let e = at_field(
+            AppError::Conflict("name: a gateway named prod already exists".into()),
+            &["name"],
+        );
+        assert_eq!(
+            e.message_for("name").as_deref(),
+            Some("a gateway named prod already exists")
+        );
+        let other = AppError::Conflict("No free gateway port: all 10 ports…".into());
+        assert_eq!(at_field(other.clone(), &["name"]), other);
+        assert_eq!(
+            lines(" a:1 \n\n b:2\r\n"),
+            ["a:1".to_string(), "b:2".to_string()]
+        );
+    }
+}

@@ -1,0 +1,342 @@
+// The gateway's pages. A tenant admin creates a gateway, an endpoint whose instance is a small
+// HTTP server of this test, and a route /v1 to it; a member whose group a rule gives `use` on
+// the endpoint issues a token, sees its secret once with a curl command and an OpenAI client
+// to paste, calls the gateway with it and gets the upstream's answer; a switch of the route
+// keeps the URL; the revoked token is refused (401). A bad address is said at its field (with
+// and without JavaScript); an endpoint's page shows its instances and counters; the gateways
+// page is refused to a member, an endpoint the member may not see answers 404.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import https from 'node:https';
+import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+
+let browser;
+let upstream;
+let upstreamPort;
+before(async () => {
+  browser = await launch();
+  // The endpoint's instance: answers every request with JSON saying what it got.
+  upstream = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ upstream: 'e2e', method: req.method, path: req.url, body }));
+    });
+  });
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  upstreamPort = upstream.address().port;
+});
+after(async () => {
+  await browser?.close();
+  upstream?.close();
+});
+
+async function fits(page, what) {
+  const width = page.viewportSize().width;
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= width, `${what}: the page fits ${width} px`);
+}
+
+/// Full-page screenshots at 1440 and 390 px, each page fitting its width.
+async function shots(page, name) {
+  await shot(page, name);
+  await page.setViewportSize({ width: 390, height: 844 });
+  await fits(page, name);
+  await shot(page, `${name}-phone`);
+  await page.setViewportSize({ width: 1440, height: 1000 });
+}
+
+/// A chat completion through the gateway: { status, headers, text }. With TLS, the gateway's
+/// certificate is the self-signed one a gateway without its own gets.
+function post(url, token) {
+  const target = new URL(`${url}/chat/completions`);
+  const body = JSON.stringify({ model: 'llama', messages: [{ role: 'user', content: 'hi' }] });
+  const client = target.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = client.request(target, {
+      method: 'POST',
+      agent: false,
+      rejectUnauthorized: false,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/// The same, while the listener may still be starting.
+async function call(url, token) {
+  for (let i = 0; ; i++) {
+    try {
+      return await post(url, token);
+    } catch (e) {
+      if (i >= 40) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/// Calls until the gateway answers `want` (a commit reaches the gateway before its next
+/// request; this only waits for the page's form to have been sent).
+async function answers(url, token, want) {
+  let last;
+  for (let i = 0; i < 40; i++) {
+    last = await call(url, token);
+    if (last.status === want) return last;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.fail(`${url} answered ${last?.status}, not ${want}`);
+}
+
+const row = (page, table, text) => page.locator(`[data-testid=${table}] tbody tr`, { hasText: text }).first();
+
+test('an admin publishes an endpoint; a member calls it with a token shown once, then revokes it', async () => {
+  const admin = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const page = await admin.newPage();
+  await signIn(page, 'acme', 'alice');
+  assert.equal(await page.locator('nav a:has-text("Gateways")').count(), 1);
+
+  // The gateway prod (one left by an earlier run goes first, confirmed).
+  await page.goto(`${BASE}/gateways`);
+  await hydrated(page);
+  if (await page.locator('[data-testid=gateways-table] tr[data-gateway=prod]').count()) {
+    await page.click('a[aria-label="Delete gateway prod"]');
+    await page.click('button:has-text("Delete gateway prod")');
+    await page.waitForSelector('text=Gateway deleted: its listener stopped.');
+  }
+  await page.fill('#gateway-name', 'Prod');
+  await page.click('button:has-text("Create gateway")');
+  await page.waitForSelector('[data-field-error=name]');
+  await page.fill('#gateway-name', 'prod');
+  await page.click('button:has-text("Create gateway")');
+  await page.waitForSelector('[data-testid=gateways-table] tr[data-gateway=prod]');
+  const gatewayUrl = await page.textContent('tr[data-gateway=prod] [data-testid=gateway-url]');
+  assert.match(gatewayUrl, /^https?:\/\/127\.0\.0\.1:\d+$/);
+  // A second one of the same name is refused at the field.
+  await page.fill('#gateway-name', 'prod');
+  await page.click('button:has-text("Create gateway")');
+  await page.waitForSelector('[data-field-error=name] >> text=already exists');
+
+  // An endpoint: a bad address is said at its field; then with the test's server.
+  const name = unique('llama');
+  await page.goto(`${BASE}/endpoints`);
+  await hydrated(page);
+  await page.selectOption('#endpoint-project', { label: 'llm-finetune' });
+  await page.fill('#endpoint-name', name);
+  await page.fill('#endpoint-targets', `http://10.0.0.7:8000\n127.0.0.1:${upstreamPort}`);
+  await page.click('button:has-text("Create endpoint")');
+  await page.waitForSelector('[data-field-error=targets]');
+  assert.match(await page.textContent('[data-field-error=targets]'), /"http:\/\/10\.0\.0\.7:8000" must be host:port/);
+  await page.fill('#endpoint-name', name);
+  await page.fill('#endpoint-targets', `127.0.0.1:${upstreamPort}`);
+  await page.click('button:has-text("Create endpoint")');
+  await page.waitForSelector(`[data-testid=endpoints-table] tr[data-endpoint="${name}"]`);
+  assert.match(await row(page, 'endpoints-table', name).textContent(), /llm-finetune.*not published yet.*1 of 1 up.*admin/);
+  const endpointPath = await row(page, 'endpoints-table', name).locator('a').getAttribute('href');
+  // One bob may not see: in vision, where no rule of his reaches.
+  const hidden = unique('hidden');
+  await page.selectOption('#endpoint-project', { label: 'vision' });
+  await page.fill('#endpoint-name', hidden);
+  await page.fill('#endpoint-targets', '');
+  await page.click('button:has-text("Create endpoint")');
+  await page.waitForSelector(`[data-testid=endpoints-table] tr[data-endpoint="${hidden}"]`);
+  const hiddenPath = await row(page, 'endpoints-table', hidden).locator('a').getAttribute('href');
+
+  // The route /v1 on prod.
+  await page.goto(`${BASE}/gateways`);
+  await hydrated(page);
+  await page.selectOption('#route-gateway', { label: 'prod' });
+  await page.fill('#route-prefix', 'v1');
+  await page.selectOption('#route-endpoint', { label: name });
+  await page.click('button:has-text("Create route")');
+  await page.waitForSelector('[data-field-error=path_prefix]');
+  await page.fill('#route-prefix', '/v1');
+  await page.click('button:has-text("Create route")');
+  const url = `${gatewayUrl}/v1`;
+  await page.waitForSelector(`[data-testid=routes-table] tr[data-route="${url}"]`);
+  await shots(page, 'gateways');
+
+  // ml-research (bob's group) gets use on the endpoints of llm-finetune.
+  await page.goto(`${BASE}/settings`);
+  await page.click('[data-testid=groups-table] a:has-text("ml-research")');
+  await page.waitForSelector('#rule-scope');
+  await hydrated(page);
+  await page.selectOption('#rule-permission', 'use');
+  await page.selectOption('#rule-kind', 'endpoint');
+  await page.selectOption('#rule-scope', { label: 'in llm-finetune' });
+  await page.click('button:has-text("Add rule")');
+  await page.waitForSelector('[data-testid=rules-table] >> text=endpoints in project llm-finetune and below');
+
+  // bob sees the endpoint and its URL, issues a token for it alone.
+  const member = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const bob = await member.newPage();
+  await signIn(bob, 'acme', 'bob');
+  assert.equal(await bob.locator('nav a:has-text("Gateways")').count(), 0);
+  await bob.goto(`${BASE}/endpoints`);
+  await hydrated(bob);
+  assert.match(await row(bob, 'endpoints-table', name).textContent(), new RegExp(`${url}.*1 of 1 up.*use`));
+  assert.equal(await bob.locator(`tr[data-endpoint="${hidden}"]`).count(), 0);
+  assert.match(await bob.textContent('body'), /You may create endpoints in no project yet/);
+  await bob.selectOption('#token-gateway', { label: `prod (${gatewayUrl})` });
+  await bob.fill('#token-name', 'laptop');
+  await bob.selectOption('#token-endpoint', { label: name });
+  await bob.fill('#token-days', '400');
+  await bob.click('button:has-text("Issue token")');
+  await bob.waitForSelector('[data-field-error=expires_in_days]');
+  await bob.fill('#token-name', 'laptop');
+  await bob.selectOption('#token-endpoint', { label: name });
+  await bob.fill('#token-days', '30');
+  await bob.click('button:has-text("Issue token")');
+  await bob.waitForSelector('[data-testid=token-secret]');
+  const secret = (await bob.textContent('[data-testid=token-secret]')).trim();
+  assert.match(secret, /^syg_\S{20,}$/);
+  const curl = await bob.textContent('[data-testid=token-curl]');
+  assert.ok(curl.startsWith(`curl ${url}/chat/completions \\`), curl);
+  assert.ok(curl.includes(`Authorization: Bearer ${secret}`), curl);
+  assert.ok(curl.includes(`"model": "${name}"`), curl);
+  const python = await bob.textContent('[data-testid=token-python]');
+  assert.ok(python.includes(`client = OpenAI(base_url="${url}", api_key="${secret}")`), python);
+  await bob.waitForSelector('[data-testid=tokens-table] tr[data-token=laptop]');
+  assert.match(await row(bob, 'tokens-table', 'laptop').textContent(), new RegExp(`prod.*endpoint: ${name}.*${secret.slice(0, 12)}….*active`));
+  await bob.locator('[data-testid=issued-token]').scrollIntoViewIfNeeded();
+  await shots(bob, 'endpoints-token-issued');
+
+  // The token calls the endpoint through the gateway: the upstream answers.
+  let r = await call(url, secret);
+  assert.equal(r.status, 200);
+  const answer = JSON.parse(r.text);
+  assert.equal(answer.upstream, 'e2e');
+  assert.equal(answer.path, '/v1/chat/completions');
+  assert.match(answer.body, /"content":"hi"/);
+
+  // The route switched to the other endpoint keeps its URL; bob's token does not reach it.
+  await page.goto(`${BASE}/gateways`);
+  await hydrated(page);
+  const routeRow = page.locator(`[data-testid=routes-table] tr[data-route="${url}"]`);
+  await routeRow.locator('select').selectOption({ label: hidden });
+  await routeRow.locator('button:has-text("Switch")').click();
+  await routeRow.locator('[role=status] >> text=Switched.').waitFor();
+  assert.equal((await call(url, secret)).status, 403);
+  await routeRow.locator('select').selectOption({ label: name });
+  await routeRow.locator('button:has-text("Switch")').click();
+  await answers(url, secret, 200);
+
+  // The secret was shown once: not after a reload.
+  await bob.reload();
+  await hydrated(bob);
+  assert.equal(await bob.locator('[data-testid=token-secret]').count(), 0);
+  assert.ok(!(await bob.textContent('body')).includes(secret));
+
+  // The endpoint's page: its instance served, its counters counted; bob may not change it.
+  await bob.goto(`${BASE}${endpointPath}`);
+  await hydrated(bob);
+  assert.equal(await bob.textContent('[data-testid=endpoint-name]'), name);
+  // Address, health, ejected, requests, failures, in flight.
+  const cells = await bob.locator(`[data-testid=instances-table] tr[data-instance="127.0.0.1:${upstreamPort}"] td`).allTextContents();
+  assert.deepEqual(cells.slice(1, 3), ['up', 'no'], cells.join(' | '));
+  assert.ok(Number(cells[3]) >= 2 && cells[4] === '0' && cells[5] === '0', cells.join(' | '));
+  const ok = await bob.locator('[data-testid=status-table] tr', { hasText: '2xx' }).locator('td').nth(1).textContent();
+  assert.ok(Number(ok) >= 2, `2xx: ${ok}`);
+  assert.ok(Number(await bob.textContent('[data-testid=requests-total]')) >= Number(ok));
+  assert.doesNotMatch(await bob.textContent('[data-testid=latency-table]'), /—/);
+  assert.match(await bob.textContent('[data-testid=routes-table]'), new RegExp(`prod\\s*${url}`));
+  assert.equal(await bob.locator('#target-address').count(), 0);
+  // An endpoint bob may not see answers 404, as one that does not exist.
+  assert.equal((await bob.goto(`${BASE}${hiddenPath}`)).status(), 404);
+  await bob.waitForSelector('text=Endpoint not found');
+  assert.equal((await bob.goto(`${BASE}/endpoints/no-such-endpoint`)).status(), 404);
+  // The gateways page is refused to him.
+  assert.equal((await bob.goto(`${BASE}/gateways`)).status(), 403);
+  await bob.waitForSelector('[data-testid=forbidden]');
+
+  // Revoked, the token is refused from the next request on.
+  await bob.goto(`${BASE}/endpoints`);
+  await hydrated(bob);
+  await bob.click('a[aria-label="Revoke token laptop"]');
+  await bob.click('button:has-text("Revoke token laptop")');
+  await bob.waitForSelector('text=Revoked: the gateway refuses the token from its next request.');
+  await bob.waitForFunction(() => document.querySelector('[data-testid=tokens-table] tr[data-token=laptop] [data-testid=token-state]')?.textContent === 'revoked');
+  r = await call(url, secret);
+  assert.equal(r.status, 401);
+  assert.match(r.headers['content-type'], /application\/problem\+json/);
+  await member.close();
+
+  // alice manages the endpoint: an instance added (a bad address first), then removed.
+  await page.goto(`${BASE}${endpointPath}`);
+  await hydrated(page);
+  await page.fill('#target-address', 'not an address');
+  await page.click('button:has-text("Add instance")');
+  await page.waitForSelector('[data-field-error=address] >> text=must be host:port');
+  await page.fill('#target-address', '127.0.0.1:9');
+  await page.click('button:has-text("Add instance")');
+  await page.waitForSelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:9"]');
+  // Nothing listens there: the next probe marks it down.
+  await page.waitForFunction(() => document.querySelector('tr[data-instance="127.0.0.1:9"] [data-testid=instance-health]')?.textContent === 'down', null, { timeout: 15000 });
+  await shots(page, 'endpoint');
+  await page.click('a[aria-label="Remove instance 127.0.0.1:9"]');
+  await page.click('button:has-text("Delete instance 127.0.0.1:9")');
+  await page.waitForSelector('text=Instance removed: no new request goes to it.');
+  await page.waitForFunction(() => !document.querySelector('tr[data-instance="127.0.0.1:9"]'));
+  await page.goto(`${BASE}/endpoints`);
+  await hydrated(page);
+  await shots(page, 'endpoints');
+
+  // A scratch gateway goes, confirmed.
+  await page.goto(`${BASE}/gateways`);
+  await hydrated(page);
+  const scratch = unique('dev');
+  await page.fill('#gateway-name', scratch);
+  await page.click('button:has-text("Create gateway")');
+  await page.waitForSelector(`tr[data-gateway="${scratch}"]`);
+  await page.click(`a[aria-label="Delete gateway ${scratch}"]`);
+  await page.click(`button:has-text("Delete gateway ${scratch}")`);
+  await page.waitForSelector('text=Gateway deleted: its listener stopped.');
+  assert.equal(await page.locator(`tr[data-gateway="${scratch}"]`).count(), 0);
+
+  // Leave ml-research as the demo had it.
+  await page.goto(`${BASE}/settings`);
+  await page.click('[data-testid=groups-table] a:has-text("ml-research")');
+  await page.waitForSelector('[data-testid=rules-table]');
+  await hydrated(page);
+  await page.click('[data-testid=rules-table] a[aria-label="Delete the rule use on endpoints in project llm-finetune and below"]');
+  await page.click('button:has-text("Delete the rule use")');
+  await page.waitForSelector('text=Rule deleted.');
+  await admin.close();
+});
+
+test('without JavaScript: a new endpoint with a bad address is refused at its field and keeps what was typed', async () => {
+  const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1440, height: 1000 } });
+  const page = await context.newPage();
+  const submit = (button) => Promise.all([page.waitForNavigation(), page.click(button)]);
+  await signIn(page, 'acme', 'alice');
+  await page.goto(`${BASE}/endpoints`);
+  const name = unique('nojs');
+  await page.selectOption('#endpoint-project', { label: 'llm-finetune' });
+  await page.fill('#endpoint-name', name);
+  await page.fill('#endpoint-targets', 'vllm-0:8000\nvllm-1:port');
+  await submit('button:has-text("Create endpoint")');
+  await page.waitForSelector('[data-field-error=targets]');
+  assert.match(await page.textContent('[data-field-error=targets]'), /"vllm-1:port" must be host:port/);
+  assert.equal(await page.inputValue('#endpoint-name'), name);
+  assert.equal(await page.inputValue('#endpoint-targets'), 'vllm-0:8000\nvllm-1:port');
+  assert.equal(await page.locator('#endpoint-project option:checked').textContent(), 'llm-finetune');
+  await page.locator('[data-field-error=targets]').scrollIntoViewIfNeeded();
+  await shot(page, 'endpoints-rejected-nojs');
+  await page.fill('#endpoint-targets', 'vllm-0:8000');
+  await submit('button:has-text("Create endpoint")');
+  await page.waitForSelector(`[data-testid=endpoints-table] tr[data-endpoint="${name}"]`);
+  await page.waitForSelector('[role=status] >> text=Endpoint created.');
+  // Its page works too, and its instance goes in two steps.
+  await page.goto(`${BASE}${await row(page, 'endpoints-table', name).locator('a').getAttribute('href')}`);
+  await page.waitForSelector('[data-testid=instances-table] tr[data-instance="vllm-0:8000"]');
+  await submit('a[aria-label="Remove instance vllm-0:8000"]');
+  await submit('button:has-text("Delete instance vllm-0:8000")');
+  await page.waitForSelector('text=No instances registered');
+  await context.close();
+});

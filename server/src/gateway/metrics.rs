@@ -42,8 +42,8 @@ pub struct EndpointStats {
     pub name: Mutex<String>,
     /// By status class: 1xx … 5xx (index 0 … 4).
     pub status: [AtomicU64; 5],
-    /// Cumulative counts per bucket, then +Inf.
-    pub latency: [AtomicU64; BUCKETS.len() + 1],
+    /// Requests per bucket (not cumulative: see [`EndpointStats::cumulative`]), then +Inf.
+    latency: [AtomicU64; BUCKETS.len() + 1],
     pub latency_sum_us: AtomicU64,
     pub bytes_out: AtomicU64,
     pub inflight: AtomicU64,
@@ -53,16 +53,29 @@ pub struct EndpointStats {
 }
 
 impl EndpointStats {
+    /// Requests at or under each bucket's bound, then all of them (Prometheus' `le` counts).
+    pub fn cumulative(&self) -> Vec<u64> {
+        let mut total = 0;
+        self.latency
+            .iter()
+            .map(|c| {
+                total += c.load(Ordering::Relaxed);
+                total
+            })
+            .collect()
+    }
+
     pub fn observe(&self, status: u16, first_byte: Duration) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.status[class].fetch_add(1, Ordering::Relaxed);
+        // One bucket per request (the first whose bound holds; the last: +Inf); summed up when
+        // read, so a request costs one increment, not one per bucket.
         let s = first_byte.as_secs_f64();
-        for (i, le) in BUCKETS.iter().enumerate() {
-            if s <= *le {
-                self.latency[i].fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.latency[BUCKETS.len()].fetch_add(1, Ordering::Relaxed);
+        let i = BUCKETS
+            .iter()
+            .position(|le| s <= *le)
+            .unwrap_or(BUCKETS.len());
+        self.latency[i].fetch_add(1, Ordering::Relaxed);
         self.latency_sum_us
             .fetch_add(first_byte.as_micros() as u64, Ordering::Relaxed);
     }
@@ -125,14 +138,15 @@ impl Registry {
         let _ = writeln!(out, "# HELP switchyard_gateway_upstream_first_byte_seconds Time from the request to the upstream's response headers.\n# TYPE switchyard_gateway_upstream_first_byte_seconds histogram");
         for (id, s) in &rows {
             let l = label(id, s);
+            let counts = s.cumulative();
             for (i, le) in BUCKETS.iter().enumerate() {
                 let _ = writeln!(
                     out,
                     "switchyard_gateway_upstream_first_byte_seconds_bucket{{{l},le=\"{le}\"}} {}",
-                    s.latency[i].load(Ordering::Relaxed)
+                    counts[i]
                 );
             }
-            let n = s.latency[BUCKETS.len()].load(Ordering::Relaxed);
+            let n = counts[BUCKETS.len()];
             let _ = writeln!(
                 out,
                 "switchyard_gateway_upstream_first_byte_seconds_bucket{{{l},le=\"+Inf\"}} {n}\nswitchyard_gateway_upstream_first_byte_seconds_sum{{{l}}} {}\nswitchyard_gateway_upstream_first_byte_seconds_count{{{l}}} {n}",

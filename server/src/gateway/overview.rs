@@ -87,11 +87,7 @@ pub fn counters(g: &Gateways, endpoint_id: &str) -> EndpointCounters {
     EndpointCounters {
         by_class: std::array::from_fn(|i| s.status[i].load(Ordering::Relaxed)),
         bucket_ms,
-        cumulative: s
-            .latency
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect(),
+        cumulative: s.cumulative(),
         bytes_out: s.bytes_out.load(Ordering::Relaxed),
         in_flight: s.inflight.load(Ordering::Relaxed),
     }

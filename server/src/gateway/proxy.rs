@@ -153,19 +153,20 @@ fn authorize(
 }
 
 /// Headers that concern one connection, not the request (RFC 9110 section 7.6.1).
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
 fn hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-    )
+    HOP_BY_HOP.contains(&name.as_str())
 }
 
 /// Whether the body is small JSON worth reading for a session key (`user`, the prompt).
@@ -302,6 +303,20 @@ async fn forward(
         Some(k) => key_hash(&k),
         None => rand::random::<u64>(),
     };
+    // What is sent upstream: the client's headers but the gateway token, the host and those
+    // of the connection, and who asked.
+    let mut sent = parts.headers;
+    for name in HOP_BY_HOP {
+        sent.remove(*name);
+    }
+    sent.remove(header::AUTHORIZATION);
+    sent.remove(header::HOST);
+    if let Ok(v) = HeaderValue::from_str(&peer.ip().to_string()) {
+        sent.append(HeaderName::from_static("x-forwarded-for"), v);
+    }
+    if let Ok(v) = HeaderValue::from_str(host) {
+        sent.insert(HeaderName::from_static("x-forwarded-host"), v);
+    }
     let mut tried: Vec<usize> = ep
         .targets
         .iter()
@@ -348,18 +363,12 @@ async fn forward(
             .uri(uri)
             .body(body)
             .unwrap_or_default();
-        let headers = up.headers_mut();
-        for (k, v) in &parts.headers {
-            if !hop_by_hop(k) && k != header::AUTHORIZATION && k != header::HOST {
-                headers.append(k.clone(), v.clone());
-            }
-        }
-        if let Ok(v) = HeaderValue::from_str(&peer.ip().to_string()) {
-            headers.append(HeaderName::from_static("x-forwarded-for"), v);
-        }
-        if let Ok(v) = HeaderValue::from_str(host) {
-            headers.insert(HeaderName::from_static("x-forwarded-host"), v);
-        }
+        // The last instance that may be tried takes the headers; earlier ones a copy.
+        *up.headers_mut() = if tried.len() < ep.targets.len() {
+            sent.clone()
+        } else {
+            std::mem::take(&mut sent)
+        };
         state.inflight.fetch_add(1, Ordering::Relaxed);
         state.requests.fetch_add(1, Ordering::Relaxed);
         guard.target = Some(state.clone());

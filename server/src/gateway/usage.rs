@@ -96,7 +96,7 @@ impl Meter {
 
     /// The usage the body reported, once it has ended.
     pub fn finish(&mut self) -> Option<Usage> {
-        if !self.sse && !self.gave_up && !self.buf.is_empty() {
+        if !self.sse && !self.gave_up && find(&self.buf, b"\"usage\"").is_some() {
             self.found = serde_json::from_slice::<Value>(&self.buf)
                 .ok()
                 .as_ref()

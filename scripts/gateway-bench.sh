@@ -10,6 +10,7 @@
 #   scripts/gateway-bench.sh                 # 64 connections, 10 s each, release build
 #   CONNS=16 SECONDS_EACH=5 scripts/gateway-bench.sh
 #   SKIP_BUILD=1 scripts/gateway-bench.sh    # use the existing target/release/switchyard
+#   PROFILE=perf.txt scripts/gateway-bench.sh  # also: where the gateway's CPU goes (perf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -141,6 +142,14 @@ echo "| target | requests/s | p50 | p90 | p99 | errors |"
 echo "|---|---:|---:|---:|---:|---:|"
 run direct "http://127.0.0.1:$UP_PORT/v1/chat/completions"
 run nginx "http://127.0.0.1:$NGINX_PORT/v1/chat/completions"
+if [ -n "${PROFILE:-}" ]; then
+  perf record -F 999 -p "${pids[0]}" -o "$WORK/perf.data" -- sleep "$SECONDS_EACH" >/dev/null 2>&1 &
+  perf_pid=$!
+fi
 run gateway "http://127.0.0.1:$GW_PORT/v1/chat/completions" -H "authorization: Bearer $GTOKEN"
+if [ -n "${PROFILE:-}" ]; then
+  wait "$perf_pid" || true
+  perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | head -80 >"$PROFILE"
+fi
 run gateway-session "http://127.0.0.1:$GW_PORT/v1/chat/completions" \
   -H "authorization: Bearer $GTOKEN" -H "x-session-id: user-42"

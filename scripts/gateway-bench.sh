@@ -149,7 +149,7 @@ fi
 run gateway "http://127.0.0.1:$GW_PORT/v1/chat/completions" -H "authorization: Bearer $GTOKEN"
 if [ -n "${PROFILE:-}" ]; then
   wait "$perf_pid" || true
-  perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | head -80 >"$PROFILE"
+  { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -60; } >"$PROFILE"
 fi
 run gateway-session "http://127.0.0.1:$GW_PORT/v1/chat/completions" \
   -H "authorization: Bearer $GTOKEN" -H "x-session-id: user-42"

@@ -3,8 +3,6 @@
 //! that carries it (vLLM and SGLang send it in the last chunk when the request asks for
 //! `stream_options.include_usage`). The bytes are looked at, never held back.
 
-use serde_json::Value;
-
 /// JSON bodies larger than this are not parsed for usage.
 const JSON_LIMIT: usize = 1 << 20;
 /// An SSE event longer than this is skipped.
@@ -16,14 +14,24 @@ pub struct Usage {
     pub completion: u64,
 }
 
-fn usage_of(v: &Value) -> Option<Usage> {
-    let u = v.get("usage")?;
+/// Only the `usage` of a body is read (the rest is skipped, not built into a value).
+#[derive(serde::Deserialize)]
+struct WithUsage {
+    usage: Option<Counts>,
+}
+
+#[derive(serde::Deserialize)]
+struct Counts {
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+fn parse_usage(bytes: &[u8]) -> Option<Usage> {
+    let u = serde_json::from_slice::<WithUsage>(bytes).ok()?.usage?;
     Some(Usage {
-        prompt: u.get("prompt_tokens")?.as_u64()?,
-        completion: u
-            .get("completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
+        prompt: u.prompt_tokens,
+        completion: u.completion_tokens,
     })
 }
 
@@ -84,11 +92,7 @@ impl Meter {
             .collect::<Vec<_>>()
             .join("\n");
         if data.contains("\"usage\"") {
-            if let Some(u) = serde_json::from_str::<Value>(&data)
-                .ok()
-                .as_ref()
-                .and_then(usage_of)
-            {
+            if let Some(u) = parse_usage(data.as_bytes()) {
                 self.found = Some(u);
             }
         }
@@ -97,10 +101,7 @@ impl Meter {
     /// The usage the body reported, once it has ended.
     pub fn finish(&mut self) -> Option<Usage> {
         if !self.sse && !self.gave_up && find(&self.buf, b"\"usage\"").is_some() {
-            self.found = serde_json::from_slice::<Value>(&self.buf)
-                .ok()
-                .as_ref()
-                .and_then(usage_of);
+            self.found = parse_usage(&self.buf);
         } else if self.sse && !self.gave_up && !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.event(&rest);

@@ -20,12 +20,17 @@ use serde_json::{json, Value};
 pub const TOKEN_GAP: Duration = Duration::from_millis(200);
 /// Tokens in a streamed completion.
 pub const TOKENS: usize = 5;
+/// How long `/v1/slow` takes.
+pub const SLOW: Duration = Duration::from_millis(400);
 
 #[derive(Default)]
 pub struct Seen {
     pub requests: AtomicU64,
     /// A streamed completion ended early: its client went away.
     pub cancelled: AtomicBool,
+    /// Slow requests being answered now, and the most at once.
+    pub inflight: AtomicU64,
+    pub max_inflight: AtomicU64,
 }
 
 pub struct Upstream {
@@ -145,6 +150,16 @@ async fn chat(State(c): State<Ctx>, body: Bytes) -> Response {
         .unwrap()
 }
 
+/// Answers after [`SLOW`], counting how many it answers at once.
+async fn slow(State(c): State<Ctx>) -> Response {
+    c.seen.requests.fetch_add(1, Ordering::Relaxed);
+    let now = c.seen.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+    c.seen.max_inflight.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(SLOW).await;
+    c.seen.inflight.fetch_sub(1, Ordering::SeqCst);
+    axum::Json(json!({"instance": c.name})).into_response()
+}
+
 async fn fail(State(c): State<Ctx>) -> Response {
     c.seen.requests.fetch_add(1, Ordering::Relaxed);
     (StatusCode::INTERNAL_SERVER_ERROR, "model crashed").into_response()
@@ -156,6 +171,7 @@ pub async fn start(name: &str) -> Upstream {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/fail", any(fail))
+        .route("/v1/slow", any(slow))
         .fallback(echo)
         .with_state(Ctx {
             name: name.to_string(),

@@ -13,6 +13,7 @@ use sqlx::Row;
 use app::access::{effective, Action, Permission, ResourceKind, Rule, Subject, Target};
 use app::model::*;
 
+use super::names::{name_ok, NAME_RULE};
 use crate::access::{groups_of, is_admin, project_chain, project_parents, rules_for};
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -22,16 +23,6 @@ use crate::store::{flag, new_id, Store};
 
 /// Most targets one endpoint is created with.
 const MAX_TARGETS: usize = 100;
-
-/// What endpoint and gateway names may be: 1 to 100 of `a-z`, `0-9` and `-`.
-pub(crate) fn name_ok(name: &str) -> bool {
-    (1..=100).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-pub(crate) const NAME_RULE: &str = "must be 1 to 100 characters of a-z, 0-9 and -";
 
 /// A DNS name: labels of 1 to 63 characters (`a-z`, `0-9`, `-`, and `_` where
 /// `underscore`), not starting or ending with `-`, at most 253 characters in all. Expects
@@ -232,7 +223,7 @@ async fn assemble(
     {
         let host: String = r.try_get("host")?;
         let prefix: String = r.try_get("path_prefix")?;
-        let url = super::instances::base_url(gw, &host, r.try_get("port")?);
+        let url = super::names::base_url(gw, &host, r.try_get("port")?);
         urls.entry(r.try_get("endpoint_id")?)
             .or_default()
             .push(format!("{url}{prefix}"));
@@ -419,15 +410,7 @@ pub async fn delete_endpoint(
         .execute(&mut *tx.tx)
         .await?;
     }
-    let gone = sqlx::query("DELETE FROM endpoints WHERE tenant_id = $1 AND id = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
-    if gone == 0 {
-        return Err(AppError::NotFound.into());
-    }
+    super::names::delete_owned(&mut tx, "endpoints", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
         now,

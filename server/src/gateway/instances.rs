@@ -3,8 +3,6 @@
 //! is created, and its own tokens. Every member sees the tenant's gateways; tenant admins
 //! create and delete them.
 
-use std::net::SocketAddr;
-
 use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -12,7 +10,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::endpoints::{name_ok, NAME_RULE};
+use super::names::{base_url, name_ok, NAME_RULE};
 use crate::access::is_admin;
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -22,18 +20,6 @@ use crate::store::{is_unique_violation, new_id, Store};
 
 /// Tries at taking a free port before giving up (another replica may take the same one).
 const PORT_ATTEMPTS: usize = 5;
-
-/// `https://{host}:{port}` (`http` when the gateways listen without TLS), with the
-/// listeners' bind address when `host` is empty.
-pub(crate) fn base_url(gw: &GatewayConfig, host: &str, port: i64) -> String {
-    let port = u16::try_from(port).unwrap_or(0);
-    let scheme = if gw.plain_http { "http" } else { "https" };
-    if host.is_empty() {
-        format!("{scheme}://{}", SocketAddr::new(gw.bind, port))
-    } else {
-        format!("{scheme}://{host}:{port}")
-    }
-}
 
 fn gateway_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<Gateway, sqlx::Error> {
     let port: i64 = r.try_get("port")?;
@@ -216,15 +202,7 @@ pub async fn delete_gateway(
         .bind(id)
         .execute(&mut *tx.tx)
         .await?;
-    let gone = sqlx::query("DELETE FROM gateways WHERE tenant_id = $1 AND id = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
-    if gone == 0 {
-        return Err(AppError::NotFound.into());
-    }
+    super::names::delete_owned(&mut tx, "gateways", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
         now,
@@ -238,23 +216,4 @@ pub async fn delete_gateway(
     .await?;
     tx.commit().await?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        let mut gw = GatewayConfig::default();
-        assert_eq!(base_url(&gw, "", 18400), "https://127.0.0.1:18400");
-        gw.plain_http = true;
-        assert_eq!(base_url(&gw, "", 18400), "http://127.0.0.1:18400");
-        assert_eq!(
-            base_url(&gw, "api.acme.dev", 18401),
-            "http://api.acme.dev:18401"
-        );
-        gw.bind = "::1".parse().unwrap();
-        assert_eq!(base_url(&gw, "", 18402), "http://[::1]:18402");
-    }
 }

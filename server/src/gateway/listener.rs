@@ -22,6 +22,15 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 /// How long a stopped listener waits for its requests in flight.
 const DRAIN: Duration = Duration::from_secs(300);
 
+/// A gateway's listener as the reconcile loop keeps it.
+pub(super) struct Listener {
+    pub(super) port: u16,
+    /// The certificate it presents (`None`: plain HTTP).
+    pub(super) certificate_pem: Option<String>,
+    /// Dropped (with the listener) to stop accepting; in-flight requests finish.
+    pub(super) _stop: tokio::sync::oneshot::Sender<()>,
+}
+
 /// Serves `app` on `tcp` until `stopped` fires (or its sender is dropped).
 pub(super) fn spawn(
     tcp: TcpListener,

@@ -14,13 +14,16 @@ pub mod endpoints;
 pub mod instances;
 pub mod listener;
 pub mod metrics;
+mod names;
 pub mod overview;
 pub mod proxy;
 pub mod routes;
 pub mod runtime;
+pub mod shared;
 pub mod snapshot;
 pub mod tls;
 pub mod tokens;
 pub mod usage;
 
-pub use runtime::{start, Gateways};
+pub use runtime::start;
+pub use shared::Gateways;

@@ -10,7 +10,7 @@ use app::model::*;
 
 use super::endpoints::{self, Rights};
 use super::metrics::BUCKETS;
-use super::runtime::Gateways;
+use super::shared::Gateways;
 use super::{instances, routes, tokens};
 use crate::access::is_admin;
 use crate::config::GatewayConfig;
@@ -33,7 +33,7 @@ pub async fn published_routes(
             Some(PublishedRoute {
                 url: format!(
                     "{}{}",
-                    instances::base_url(gw, &route.host, g.port),
+                    super::names::base_url(gw, &route.host, g.port),
                     route.path_prefix
                 ),
                 gateway_name: g.name.clone(),

@@ -31,7 +31,7 @@ use app::model::GatewayTokenKind;
 use super::affinity::{key_hash, session_key, KeySource, DEFAULT_BALANCE_FACTOR, MAX_BODY_SCAN};
 use super::metrics::EndpointStats;
 use super::metrics::TargetState;
-use super::runtime::{Gateways, EJECT_MS};
+use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
 use super::usage::Meter;
 use crate::identity::secret::digest;

@@ -214,15 +214,7 @@ pub async fn delete_route(
     let mut tx = store.begin_write().await?;
     tx.access_changed();
     let now = tx.now();
-    let gone = sqlx::query("DELETE FROM gateway_routes WHERE tenant_id = $1 AND id = $2")
-        .bind(p.tenant_id())
-        .bind(id)
-        .execute(&mut *tx.tx)
-        .await?
-        .rows_affected();
-    if gone == 0 {
-        return Err(AppError::NotFound.into());
-    }
+    super::names::delete_owned(&mut tx, "gateway_routes", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
         now,

@@ -1,29 +1,20 @@
-//! The gateways at run time: the current [`Snapshot`] (rebuilt when the store's access
-//! generation moves), one listener per gateway (started and stopped as gateways come and go,
-//! without a restart; a stopped listener lets its in-flight requests and streams finish), the
-//! upstream instances' state (requests in flight, health, passive ejection) and the pooled
-//! upstream client.
+//! The gateways at run time: one listener per gateway (started and stopped as gateways come
+//! and go, without a restart; a stopped listener lets its in-flight requests and streams
+//! finish), its TLS, the instances' active probes, and following the running serving jobs.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinHandle;
 
-use super::metrics::TargetState;
+use super::listener::Listener;
 use super::proxy;
-use super::snapshot::GatewaySnap;
-use super::snapshot::Snapshot;
+use super::shared::Gateways;
+use super::snapshot::{GatewaySnap, Snapshot};
 use super::tls::{self, Tls};
-use crate::config::GatewayConfig;
-use crate::store::Store;
 
 /// How often listeners are reconciled with the gateways and instances are probed.
 const RECONCILE_EVERY: Duration = Duration::from_millis(100);
@@ -31,101 +22,8 @@ const PROBE_EVERY: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often the running serving jobs are compared with the snapshot's instances.
 const SERVING_POLL: Duration = Duration::from_secs(1);
-/// An instance that refused a connection is skipped this long.
-pub(super) const EJECT_MS: i64 = 5_000;
-
-struct Listener {
-    port: u16,
-    /// The certificate it presents (`None`: plain HTTP).
-    certificate_pem: Option<String>,
-    /// Dropped (with the listener) to stop accepting; in-flight requests finish.
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-/// Shared by every listener and the reconcile loop.
-pub struct Gateways {
-    pub(super) store: Store,
-    bind: IpAddr,
-    tls_dir: Option<PathBuf>,
-    plain_http: bool,
-    snap: RwLock<Arc<Snapshot>>,
-    rebuild: tokio::sync::Mutex<()>,
-    targets: Mutex<HashMap<String, Arc<TargetState>>>,
-    pub(super) client: Client<HttpConnector, Body>,
-    listeners: tokio::sync::Mutex<HashMap<String, Listener>>,
-    /// Per endpoint counters for `/metrics`.
-    pub metrics: super::metrics::Registry,
-}
 
 impl Gateways {
-    pub fn new(store: Store, config: &GatewayConfig) -> Arc<Gateways> {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(Duration::from_secs(2)));
-        http.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(http);
-        Arc::new(Gateways {
-            store,
-            bind: config.bind,
-            tls_dir: config.tls_dir.clone(),
-            plain_http: config.plain_http,
-            snap: RwLock::new(Arc::new(Snapshot {
-                generation: u64::MAX,
-                ..Default::default()
-            })),
-            rebuild: tokio::sync::Mutex::new(()),
-            targets: Mutex::new(HashMap::new()),
-            client,
-            listeners: tokio::sync::Mutex::new(HashMap::new()),
-            metrics: Default::default(),
-        })
-    }
-
-    fn cached(&self) -> Arc<Snapshot> {
-        match self.snap.read() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// The snapshot as of every commit this process has seen: rebuilt first when one changed
-    /// who may call what (one rebuild at a time; others wait for it). An error (the store
-    /// unreachable) is returned rather than an older snapshot: a revocation is never missed.
-    pub async fn current(&self) -> Result<Arc<Snapshot>, sqlx::Error> {
-        let want = self.store.access_generation();
-        let s = self.cached();
-        if s.generation == want {
-            return Ok(s);
-        }
-        let _one = self.rebuild.lock().await;
-        let want = self.store.access_generation();
-        let s = self.cached();
-        if s.generation == want {
-            return Ok(s);
-        }
-        let next = Arc::new(
-            Snapshot::load(&self.store, want, &|id| self.target(id), &|id, name| {
-                self.metrics.endpoint(id, name)
-            })
-            .await?,
-        );
-        match self.snap.write() {
-            Ok(mut w) => *w = next.clone(),
-            Err(poisoned) => *poisoned.into_inner() = next.clone(),
-        }
-        Ok(next)
-    }
-
-    /// The tracked state of a target (created on first use).
-    pub fn target(&self, id: &str) -> Arc<TargetState> {
-        let mut t = match self.targets.lock() {
-            Ok(t) => t,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        t.entry(id.to_string()).or_default().clone()
-    }
-
     /// Starts a listener for each gateway that has none, stops those of gateways gone.
     async fn reconcile(self: &Arc<Self>, snap: &Snapshot) {
         let mut listeners = self.listeners.lock().await;

@@ -273,6 +273,13 @@ pub trait Backend: Send + Sync + 'static {
         meta: &RequestMeta,
         input: CreateEndpoint,
     ) -> Result<Endpoint, AppError>;
+    /// Deletes an endpoint the caller may `manage`, with its instances and routes.
+    async fn delete_endpoint(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError>;
     async fn add_endpoint_target(
         &self,
         p: &Principal,

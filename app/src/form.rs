@@ -235,6 +235,29 @@ where
     }
 }
 
+/// A form emptied once `action` saved it, so that the next entry starts blank. Only a save
+/// this view saw: the page is drawn again after every save, and what was typed since into a
+/// form drawn again stays.
+pub fn emptied_on_save<S>(action: ServerAction<S>) -> NodeRef<leptos::html::Form>
+where
+    S: ServerFn + Clone + Send + Sync + 'static,
+    S::Output: Send + Sync + 'static,
+    S::Error: Send + Sync + 'static,
+{
+    let form = NodeRef::<leptos::html::Form>::new();
+    Effect::new(move |seen: Option<usize>| {
+        let version = action.version().get();
+        let saved = action.value().with_untracked(|v| matches!(v, Some(Ok(_))));
+        if seen.is_some_and(|v| v != version) && saved {
+            if let Some(f) = form.get_untracked() {
+                f.reset();
+            }
+        }
+        version
+    });
+    form
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,9 @@
 // to paste, calls the gateway with it and gets the upstream's answer; a switch of the route
 // keeps the URL; the revoked token is refused (401). A bad address is said at its field (with
 // and without JavaScript); an endpoint's page shows its instances and counters; the gateways
-// page is refused to a member, an endpoint the member may not see answers 404.
+// page is refused to a member, an endpoint the member may not see answers 404. An endpoint
+// deployed with a serving job in one action lists the job on its page; a refused job (port 80)
+// is said at its field and leaves no endpoint.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -308,6 +310,67 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click('button:has-text("Delete the rule use")');
   await page.waitForSelector('text=Rule deleted.');
   await admin.close();
+});
+
+test('alice deploys an endpoint with a serving job in one action; a refused job leaves no endpoint', async () => {
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const page = await context.newPage();
+  await signIn(page, 'acme', 'alice');
+  await page.goto(`${BASE}/endpoints`);
+  await hydrated(page);
+  const deploy = async (name, port) => {
+    await page.selectOption('#endpoint-project', { label: 'llm-finetune' });
+    await page.fill('#endpoint-name', name);
+    if (!(await page.locator('#deploy-command').isVisible())) await page.click('[data-testid=deploy] summary');
+    await page.selectOption('#deploy-queue', { index: 0 });
+    await page.fill('#deploy-command', 'vllm serve meta-llama/Llama-3.1-8B --port $PORT');
+    if (port !== undefined) await page.fill('#deploy-port', port);
+  };
+
+  // Port 80: the submit refuses it at the port field, and the endpoint made first goes again.
+  const refused = unique('badport');
+  await deploy(refused, '80');
+  assert.equal(await page.inputValue('#endpoint-targets'), '');
+  await page.locator('[data-testid=deploy]').scrollIntoViewIfNeeded();
+  await shots(page, 'endpoints-deploy-form');
+  // The page is read again after the answer: the error stays in sight.
+  const reread = page.waitForResponse((r) => r.url().includes('/_sf/endpoints/overview'));
+  await page.click('button:has-text("Create endpoint")');
+  await page.waitForSelector('[data-field-error=port]');
+  await reread;
+  await page.waitForSelector('[data-field-error=port]', { state: 'visible' });
+  assert.match(await page.textContent('[data-field-error=port]'), /must be between 1024 and 65535/);
+  assert.equal(await page.inputValue('#deploy-port'), '80');
+  await page.locator('[data-field-error=port]').scrollIntoViewIfNeeded();
+  await shots(page, 'endpoints-deploy-refused');
+  await page.reload();
+  await hydrated(page);
+  assert.equal(await page.locator(`tr[data-endpoint="${refused}"]`).count(), 0);
+  assert.doesNotMatch(await page.textContent('body'), new RegExp(refused));
+
+  // Deployed on a queue of the demo with the default port: the endpoint is listed (the
+  // simulated pool's job serves nothing, so no instance is up) and its page lists the job.
+  const name = unique('served');
+  await deploy(name);
+  assert.equal(await page.inputValue('#deploy-port'), '8000');
+  await page.click('button:has-text("Create endpoint")');
+  await page.waitForSelector(`[data-testid=endpoints-table] tr[data-endpoint="${name}"]`);
+  await page.waitForSelector(`[role=status] >> text=serving job ${name} submitted`);
+  assert.match(await row(page, 'endpoints-table', name).textContent(), /llm-finetune.*not published yet.*none registered/);
+  const jobHref = await page.locator('[role=status] a', { hasText: name }).last().getAttribute('href');
+  assert.match(jobHref, /^\/portal\/jobs\/\S+$/);
+  await page.goto(`${BASE}${await row(page, 'endpoints-table', name).locator('a').getAttribute('href')}`);
+  await hydrated(page);
+  const job = page.locator('[data-testid=serving-jobs-table] tbody tr').first();
+  await job.waitFor();
+  assert.equal(await job.locator('a').textContent(), name);
+  assert.equal(await job.locator('a').getAttribute('href'), jobHref);
+  assert.match(await job.locator('[data-testid=serving-job-state]').textContent(), /^(queued|admitted|starting|running|succeeded)$/);
+  await shots(page, 'endpoint-serving-jobs');
+  // The link opens the job's page.
+  await job.locator('a').click();
+  await page.waitForURL(`${BASE}${jobHref}`);
+  await context.close();
 });
 
 test('without JavaScript: a new endpoint with a bad address is refused at its field and keeps what was typed', async () => {

@@ -3,13 +3,16 @@
 //! post too.
 
 use super::*;
+#[cfg_attr(not(feature = "ssr"), allow(unused_imports))]
+use crate::error::FieldError;
 #[cfg(feature = "ssr")]
 use crate::model::{
-    CreateEndpoint, CreateGateway, CreateGatewayRoute, CreateGatewayToken, CreateTarget,
+    CreateEndpoint, CreateGateway, CreateGatewayRoute, CreateGatewayToken, CreateTarget, Serve,
     UpdateGatewayRoute,
 };
 use crate::model::{
-    EndpointDetail, EndpointsOverview, Gateway, GatewayRoute, GatewaysOverview, IssuedGatewayToken,
+    EndpointCreated, EndpointDetail, EndpointsOverview, Gateway, GatewayRoute, GatewaysOverview,
+    IssuedGatewayToken,
 };
 
 /// A conflict the REST layer words as `field: message` ("name: an endpoint named llama
@@ -46,27 +49,119 @@ pub async fn load_endpoint(id: String) -> Result<EndpointDetail, AppError> {
     ctx::reading(|c| async move { c.backend.endpoint_detail(&c.principal, &id).await }).await
 }
 
-/// An endpoint in a project, with its instances' addresses one per line.
+/// An endpoint in a project, with its instances' addresses one per line; with a `command`,
+/// deployed too: a serving job (`PORT` = `port`, empty: 8000) submitted to `queue_id` with
+/// `serve` set to the new endpoint. A refused submit removes the endpoint again, and its
+/// field errors are said at the form's fields (queue, command, port).
 #[server(prefix = "/_sf", endpoint = "endpoints/create")]
 pub async fn create_endpoint_form(
     csrf: String,
     project_id: String,
     name: String,
     targets: String,
-) -> Result<crate::model::Endpoint, AppError> {
+    #[server(default)] queue_id: String,
+    #[server(default)] command: String,
+    #[server(default)] port: String,
+) -> Result<EndpointCreated, AppError> {
     ctx::writing(&csrf, move |c| async move {
+        // What is typed is checked before anything is made; the rules of a job are the
+        // submit's own (a port below 1024 is refused there).
+        let deploy = if command.trim().is_empty() {
+            None
+        } else {
+            if queue_id.is_empty() {
+                return Err(AppError::field("queue_id", "choose a queue"));
+            }
+            Some(form::int_in("port", &port, 1..=65535)?.unwrap_or(DEFAULT_PORT))
+        };
         let input = CreateEndpoint {
             project_id,
             name,
             public: false,
             targets: lines(&targets),
         };
-        c.backend
+        let endpoint = c
+            .backend
             .create_endpoint(&c.principal, &c.meta, input)
             .await
-            .map_err(|e| at_field(e, &["name"]))
+            .map_err(|e| at_field(e, &["name"]))?;
+        let Some(port) = deploy else {
+            return Ok(EndpointCreated {
+                endpoint,
+                job: None,
+            });
+        };
+        let job = SubmitJob {
+            queue_id,
+            name: endpoint.name.clone(),
+            command,
+            image: None,
+            env: Default::default(),
+            gpu_milli: None,
+            priority_class: None,
+            abort: None,
+            checkpoint_dir: None,
+            max_runtime_ms: None,
+            duration_ms: None,
+            serve: Some(Serve {
+                endpoint_id: endpoint.id.clone(),
+                port,
+            }),
+        };
+        match c.backend.submit_job(&c.principal, &c.meta, job, None).await {
+            Ok(job) => Ok(EndpointCreated {
+                endpoint,
+                job: Some(job),
+            }),
+            Err(refused) => {
+                // Nothing half-made is left: the endpoint goes again.
+                let removed = c
+                    .backend
+                    .delete_endpoint(&c.principal, &c.meta, &endpoint.id)
+                    .await;
+                let mut e = at_deploy_fields(refused);
+                if let (Err(gone), AppError::Validation(errors)) = (removed, &mut e) {
+                    errors.push(FieldError {
+                        field: "name".into(),
+                        message: format!(
+                            "endpoint {} was created but could not be removed again: {gone}",
+                            endpoint.name
+                        ),
+                    });
+                }
+                Err(e)
+            }
+        }
     })
     .await
+}
+
+/// The port a serving job listens on when the form leaves it empty.
+#[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+const DEFAULT_PORT: i64 = 8000;
+
+/// A refused submit's field errors at the deploy form's fields: `serve.port` at `port`,
+/// `queue_id`, `command` and `name` at theirs, any other (GPUs, memory, what the queue's
+/// pools hold) at the queue, which decides them.
+#[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+fn at_deploy_fields(e: AppError) -> AppError {
+    match e {
+        AppError::Validation(errors) => AppError::Validation(
+            errors
+                .into_iter()
+                .map(|f| FieldError {
+                    field: match f.field.as_str() {
+                        "serve.port" => "port",
+                        "queue_id" | "command" | "name" => f.field.as_str(),
+                        _ => "queue_id",
+                    }
+                    .to_string(),
+                    message: f.message,
+                })
+                .collect(),
+        ),
+        e => e,
+    }
 }
 
 /// Registers an instance (`host:port`) of an endpoint.
@@ -237,6 +332,30 @@ mod tests {
         );
         let other = AppError::Conflict("No free gateway port: all 10 ports…".into());
         assert_eq!(at_field(other.clone(), &["name"]), other);
+        let refused = AppError::Validation(vec![
+            FieldError {
+                field: "serve.port".into(),
+                message: "must be between 1024 and 65535".into(),
+            },
+            FieldError {
+                field: "command".into(),
+                message: "must be 1 to 10000 characters".into(),
+            },
+            FieldError {
+                field: "gpu_milli".into(),
+                message: "no node of the queue's pools is large enough".into(),
+            },
+        ]);
+        let e = at_deploy_fields(refused);
+        assert_eq!(
+            e.message_for("port").as_deref(),
+            Some("must be between 1024 and 65535")
+        );
+        assert!(e.message_for("command").is_some());
+        assert!(e
+            .message_for("queue_id")
+            .is_some_and(|m| m.contains("large enough")));
+        assert_eq!(at_deploy_fields(AppError::Forbidden), AppError::Forbidden);
         assert_eq!(
             lines(" a:1 \n\n b:2\r\n"),
             ["a:1".to_string(), "b:2".to_string()]

@@ -215,8 +215,30 @@ pub struct EndpointsOverview {
     pub projects: Vec<Project>,
     pub gateways: Vec<Gateway>,
     pub tokens: Vec<GatewayToken>,
+    /// The queues the caller may submit to: where a serving job of a new endpoint may run.
+    pub queues: Vec<Queue>,
     /// The server's time when this was read, ms: a token past its expiry is refused.
     pub now: i64,
+}
+
+/// What the new-endpoint form made: the endpoint and, when one was deployed with it, its
+/// serving job.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointCreated {
+    pub endpoint: Endpoint,
+    pub job: Option<Job>,
+}
+
+/// A job that serves (or served) an endpoint, as its page lists it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServingJob {
+    pub id: String,
+    pub name: String,
+    pub state: JobState,
+    /// Who submitted it.
+    pub username: String,
+    pub queue_name: String,
+    pub submitted_at: i64,
 }
 
 /// One endpoint's page: its instances' health, counters and routes.
@@ -225,6 +247,8 @@ pub struct EndpointDetail {
     pub summary: EndpointSummary,
     pub instances: Vec<InstanceHealth>,
     pub counters: EndpointCounters,
+    /// Its serving jobs, the newest first (at most 20).
+    pub serving_jobs: Vec<ServingJob>,
 }
 
 /// The gateways page (tenant admins): gateways, their routes and the endpoints to lead to.

@@ -1,6 +1,7 @@
 //! One endpoint: where clients call it, its instances (up or down, ejected, requests,
 //! failures, in flight; added and removed by those who manage it) and its counters since the
-//! server started (requests by status class, time to first byte, bytes out), kept live.
+//! server started (requests by status class, time to first byte, bytes out), kept live; and
+//! its serving jobs (the newest 20) with their states, kept live too.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -11,8 +12,11 @@ use crate::access::Permission;
 use crate::api::{load_endpoint, AddTargetForm, RemoveTargetForm};
 use crate::error::AppError;
 use crate::form::{done, echo};
-use crate::model::{EndpointCounters, EndpointDetail, InstanceHealth, PublishedRoute};
+use crate::model::{
+    EndpointCounters, EndpointDetail, InstanceHealth, JobState, PublishedRoute, ServingJob,
+};
 use crate::pages::confirm::{confirm_delete, opened};
+use crate::time::format_ms;
 use crate::ui::*;
 
 /// The `q` quantile (0 < q ≤ 1) of a cumulative histogram, in milliseconds, as Prometheus'
@@ -119,7 +123,7 @@ fn EndpointView(
     let remove_value = move || remove.value().get();
     let added = done(add);
     let removed = done(remove);
-    let form = super::endpoints::emptied_on_save(add);
+    let form = crate::form::emptied_on_save(add);
     let open = opened("confirm", "target:");
     let targets: Vec<(String, String)> = e
         .targets
@@ -174,6 +178,13 @@ fn EndpointView(
                         </ActionForm>
                     })}
                 </Card>
+                <Card title="Serving jobs">
+                    <Transition fallback=|| ()>
+                        {move || Suspend::new(async move {
+                            live.await.ok().map(|d| view! { <ServingJobsTable jobs=d.serving_jobs/> })
+                        })}
+                    </Transition>
+                </Card>
                 <Card title="Traffic since the server started">
                     <Transition fallback=|| ()>
                         {move || Suspend::new(async move {
@@ -182,7 +193,9 @@ fn EndpointView(
                     </Transition>
                 </Card>
             </div>
-            <div class="min-w-0"><RoutesCard routes=d.summary.routes/></div>
+            <div class="min-w-0">
+                <RoutesCard routes=d.summary.routes/>
+            </div>
         </div>
     }
 }
@@ -251,6 +264,52 @@ fn CountersTables(c: EndpointCounters) -> impl IntoView {
             </table>
         </div>
     }
+}
+
+/// A job state's badge colours (those of the portal).
+fn state_class(state: JobState) -> &'static str {
+    match state {
+        JobState::Running => "bg-green-100 text-green-800",
+        JobState::Queued => "bg-amber-100 text-amber-800",
+        JobState::Admitted | JobState::Starting => "bg-sky-100 text-sky-800",
+        JobState::Preempting | JobState::Preempted => "bg-orange-100 text-orange-800",
+        JobState::Succeeded => "bg-slate-100 text-slate-700",
+        JobState::Failed | JobState::Aborted | JobState::Lost => "bg-red-100 text-red-800",
+    }
+}
+
+/// Columns left out on a phone, where the job, its state and queue fill the card.
+const WIDE: &str = "hidden sm:table-cell";
+
+#[component]
+fn ServingJobsTable(jobs: Vec<ServingJob>) -> impl IntoView {
+    if jobs.is_empty() {
+        return view! { <p class="text-sm text-slate-600">"No serving job yet: deploy one with the New endpoint form, or submit a job with serve set to this endpoint."</p> }.into_any();
+    }
+    view! {
+        <table class=TABLE data-testid="serving-jobs-table">
+            <thead><tr>
+                <th class=TH>"Job"</th><th class=TH>"State"</th><th class=TH>"Queue"</th>
+                <th class=format!("{TH} {WIDE}")>"Submitted by"</th><th class=format!("{TH} {WIDE}")>"Submitted"</th>
+            </tr></thead>
+            <tbody class="divide-y divide-slate-100">
+                {jobs.into_iter().map(|j| view! {
+                    <tr data-job=j.id.clone()>
+                        <td class=format!("{TD} whitespace-nowrap font-medium")>
+                            <a class="text-indigo-700 hover:underline" href=format!("/portal/jobs/{}", j.id)>{j.name}</a>
+                        </td>
+                        <td class=TD data-testid="serving-job-state">
+                            <span class=format!("rounded px-2 py-0.5 text-xs font-medium {}", state_class(j.state)) data-state=j.state.as_str()>{j.state.as_str()}</span>
+                        </td>
+                        <td class=format!("{TD} whitespace-nowrap text-slate-600")>{j.queue_name}</td>
+                        <td class=format!("{TD} {WIDE} whitespace-nowrap text-slate-600")>{j.username}</td>
+                        <td class=format!("{TD} {WIDE} whitespace-nowrap text-slate-500")>{format_ms(j.submitted_at)}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
 }
 
 #[component]

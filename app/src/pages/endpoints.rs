@@ -1,17 +1,18 @@
 //! The endpoints page: the endpoints the user may see with the URLs clients call them at and
-//! how many instances serve; a new endpoint; a gateway token issued (its secret shown once,
+//! how many instances serve; a new endpoint, deployed with a serving job or not
+//! ([`super::endpoint_new`]); a gateway token issued (its secret shown once,
 //! with a `curl` command and an OpenAI client ready to copy) and the user's tokens, revoked
 //! after a confirmation.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use super::catalog::tree;
+use super::endpoint_new::NewEndpointCard;
 use crate::access::Permission;
 use crate::api::{
     load_endpoints, CreateEndpointForm, IssueGatewayTokenForm, RevokeGatewayTokenForm,
 };
-use crate::form::{done, echo, echo_or, echo_selected, echo_text};
+use crate::form::{done, echo, echo_or, echo_selected};
 use crate::model::{
     EndpointSummary, EndpointsOverview, GatewayToken, GatewayTokenKind, IssuedGatewayToken,
 };
@@ -79,34 +80,11 @@ fn EndpointsView(d: EndpointsOverview, a: Actions) -> impl IntoView {
                 </div>
             </div>
             <div class="flex min-w-0 flex-col gap-6">
-                <NewEndpointCard d=d.clone() a=a/>
+                <NewEndpointCard d=d.clone() create=a.create/>
                 <IssueTokenCard d=d a=a/>
             </div>
         </div>
     }
-}
-
-/// A form emptied once `action` saved it, so that the next entry starts blank. Only a save
-/// this view saw: the page is drawn again after every save, and what was typed since into a
-/// form drawn again stays.
-pub(super) fn emptied_on_save<S>(action: ServerAction<S>) -> NodeRef<leptos::html::Form>
-where
-    S: server_fn::ServerFn + Clone + Send + Sync + 'static,
-    S::Output: Send + Sync + 'static,
-    S::Error: Send + Sync + 'static,
-{
-    let form = NodeRef::<leptos::html::Form>::new();
-    Effect::new(move |seen: Option<usize>| {
-        let version = action.version().get();
-        let saved = action.value().with_untracked(|v| matches!(v, Some(Ok(_))));
-        if seen.is_some_and(|v| v != version) && saved {
-            if let Some(f) = form.get_untracked() {
-                f.reset();
-            }
-        }
-        version
-    });
-    form
 }
 
 /// "2 of 3 up", or that none is registered.
@@ -156,58 +134,6 @@ fn EndpointsCard(endpoints: Vec<EndpointSummary>) -> impl IntoView {
                             }).collect_view()}
                         </tbody>
                     </table>
-                }.into_any()
-            }}
-        </Card>
-    }
-}
-
-#[component]
-fn NewEndpointCard(d: EndpointsOverview, a: Actions) -> impl IntoView {
-    let value = move || a.create.value().get();
-    let created = done(a.create);
-    let projects = tree(&d.projects);
-    let form = emptied_on_save(a.create);
-    view! {
-        <Card title="New endpoint">
-            {if projects.is_empty() {
-                view! { <p class="text-sm text-slate-600">"You may create endpoints in no project yet: ask a tenant admin for use on a project."</p> }.into_any()
-            } else {
-                view! {
-                    <ActionForm action=a.create node_ref=form>
-                        <CsrfField/>
-                        <div class="space-y-3">
-                            <div>
-                                <label class=LABEL for="endpoint-project">"Project"</label>
-                                <select id="endpoint-project" name="project_id" class=INPUT>
-                                    {projects.iter().map(|(depth, p)| view! {
-                                        <option value=p.id.clone() selected={echo_selected::<CreateEndpointForm>("project_id", &p.id)}>{format!("{}{}", "\u{a0}\u{a0}".repeat(*depth), p.name)}</option>
-                                    }).collect_view()}
-                                </select>
-                                {field_error(value, "project_id")}
-                            </div>
-                            <div>
-                                <label class=LABEL for="endpoint-name">"Name"</label>
-                                <input id="endpoint-name" name="name" class=INPUT required placeholder="llama-3-8b" value={echo::<CreateEndpointForm>("name")}/>
-                                {field_error(value, "name")}
-                            </div>
-                            <div>
-                                <label class=LABEL for="endpoint-targets">"Instances (host:port, one per line)"</label>
-                                <textarea id="endpoint-targets" name="targets" rows="3" class=format!("{INPUT} font-mono") placeholder="10.0.0.7:8000" inner_html={echo_text::<CreateEndpointForm>("targets")}></textarea>
-                                {field_error(value, "targets")}
-                            </div>
-                        </div>
-                        <div class="mt-4 flex flex-wrap items-center gap-4">
-                            <button type="submit" class=BUTTON>"Create endpoint"</button>
-                            {move || created().then(|| match value().and_then(|r| r.ok()) {
-                                Some(e) => view! {
-                                    <span role="status" class="text-sm text-emerald-700">"Created "<a class="underline" href=format!("/endpoints/{}", e.id)>{e.name}</a>"."</span>
-                                }.into_any(),
-                                None => view! { <span role="status" class="text-sm text-emerald-700">"Endpoint created."</span> }.into_any(),
-                            })}
-                        </div>
-                        <div class="mt-3">{form_error(value)}</div>
-                    </ActionForm>
                 }.into_any()
             }}
         </Card>
@@ -283,7 +209,7 @@ fn IssuedToken(t: IssuedGatewayToken, d: EndpointsOverview) -> impl IntoView {
 #[component]
 fn IssueTokenCard(d: EndpointsOverview, a: Actions) -> impl IntoView {
     let value = move || a.issue.value().get();
-    let form = emptied_on_save(a.issue);
+    let form = crate::form::emptied_on_save(a.issue);
     let usable: Vec<(String, String)> = d
         .endpoints
         .iter()

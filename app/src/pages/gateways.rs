@@ -6,11 +6,11 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use super::endpoints::emptied_on_save;
 use crate::api::{
     load_gateways, CreateGatewayForm, CreateRouteForm, DeleteGatewayForm, DeleteRouteForm,
     UpdateRouteForm,
 };
+use crate::form::emptied_on_save;
 use crate::form::{done, echo, echo_selected};
 use crate::model::{GatewaysOverview, PublishedRoute};
 use crate::pages::confirm::{confirm_delete, opened};

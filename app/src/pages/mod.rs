@@ -6,6 +6,7 @@ mod catalog;
 mod chart;
 pub(crate) mod confirm;
 mod endpoint;
+mod endpoint_new;
 mod endpoints;
 mod gateways;
 mod group;

@@ -2,10 +2,13 @@
 //! URLs, its instances' health and its counters (from the running [`Gateways`], in memory),
 //! the projects the caller may create an endpoint in, and the tenant's routes with their URLs.
 //! Reads only; every check is the REST layer's own (`list_endpoints`, `endpoint_with`, ...).
+//! An endpoint's serving jobs are read from the scheduler's `jobs` table (reading only).
 
 use std::sync::atomic::Ordering;
 
-use app::access::{Permission, ResourceKind};
+use sqlx::Row;
+
+use app::access::{Action, Permission, ResourceKind};
 use app::model::*;
 
 use super::endpoints::{self, Rights};
@@ -15,6 +18,7 @@ use super::{instances, routes, tokens};
 use crate::access::is_admin;
 use crate::config::GatewayConfig;
 use crate::http::error::{ApiResult, AppError};
+use crate::http::require;
 use crate::store::Store;
 
 /// The tenant's routes with their gateway's name and the URL clients call, in the order of
@@ -157,8 +161,47 @@ pub async fn endpoints_overview(
         projects,
         gateways: instances::list_gateways(store, gw, p).await?,
         tokens: tokens::list_tokens(store, p, false).await?,
+        queues: deploy_queues(store, p).await?,
         now: store.now(),
     })
+}
+
+/// The queues the caller may submit a serving job to (none for one who may not submit jobs).
+async fn deploy_queues(store: &Store, p: &Principal) -> ApiResult<Vec<Queue>> {
+    if require(p, Action::SubmitJobs).is_err() {
+        return Ok(Vec::new());
+    }
+    crate::policy::usable_queues(store, p).await
+}
+
+/// The endpoint's serving jobs, the newest first (at most 20), whoever submitted them.
+async fn serving_jobs(
+    store: &Store,
+    p: &Principal,
+    endpoint_id: &str,
+) -> ApiResult<Vec<ServingJob>> {
+    let rows = sqlx::query(
+        "SELECT j.id, j.name, j.state, j.username, q.name AS queue_name, j.submitted_at
+         FROM jobs j JOIN queues q ON q.id = j.queue_id
+         WHERE j.serve_endpoint_id = $1 AND j.tenant_id = $2 ORDER BY j.submitted_at DESC, j.id DESC LIMIT 20",
+    )
+    .bind(endpoint_id)
+    .bind(p.tenant_id())
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter()
+        .map(|r| -> ApiResult<ServingJob> {
+            let state: String = r.try_get("state")?;
+            Ok(ServingJob {
+                id: r.try_get("id")?,
+                name: r.try_get("name")?,
+                state: JobState::parse(&state).ok_or(AppError::Internal)?,
+                username: r.try_get("username")?,
+                queue_name: r.try_get("queue_name")?,
+                submitted_at: r.try_get("submitted_at")?,
+            })
+        })
+        .collect()
 }
 
 /// One endpoint's page; 404 when the caller may not see it.
@@ -177,6 +220,7 @@ pub async fn endpoint_detail(
     Ok(EndpointDetail {
         instances: instance_health(g, &summary.endpoint.targets, store.now()),
         counters: counters(g, id),
+        serving_jobs: serving_jobs(store, p, id).await?,
         summary,
     })
 }

@@ -503,6 +503,14 @@ impl Backend for WebBackend {
         let s = &self.state;
         Ok(gw::endpoints::create_endpoint(&s.store, &s.config.gateway, p, meta, input).await?)
     }
+    async fn delete_endpoint(
+        &self,
+        p: &Principal,
+        meta: &RequestMeta,
+        id: &str,
+    ) -> Result<(), AppError> {
+        Ok(gw::endpoints::delete_endpoint(&self.state.store, p, meta, id).await?)
+    }
     async fn add_endpoint_target(
         &self,
         p: &Principal,

@@ -29,7 +29,7 @@ test('a tenant admin signs in, creates a group, adds a member, sees the audit tr
   await hydrated(page);
   assert.match(await page.textContent('[data-testid=whoami]'), /Alice Martin/);
   const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
-  assert.deepEqual(nav, ['Portal', 'Jobs', 'Policy Manager', 'History', 'Catalog', 'Audit', 'Settings']);
+  assert.deepEqual(nav, ['Portal', 'Jobs', 'Policy Manager', 'History', 'Catalog', 'Endpoints', 'Gateways', 'Audit', 'Settings']);
   await page.waitForSelector('[data-testid=quota-table]');
   assert.match(await page.textContent('[data-testid=quota-table]'), /ml-research/);
   await shot(page, 'portal');
@@ -115,7 +115,7 @@ test('a member sees only the portal and is refused administration', async () => 
   const page = await context.newPage();
   await signIn(page, 'acme', 'bob');
   const nav = await page.locator('nav[aria-label=Main] a').allTextContents();
-  assert.deepEqual(nav, ['Portal', 'Jobs', 'History', 'Catalog']);
+  assert.deepEqual(nav, ['Portal', 'Jobs', 'History', 'Catalog', 'Endpoints']);
   // Each admin page opened by its address answers 403 and shows nothing of itself.
   for (const path of ['/audit', '/settings', '/policy', '/platform', '/settings/sso']) {
     const resp = await page.goto(`${BASE}${path}`);

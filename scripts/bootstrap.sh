@@ -19,6 +19,8 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v pg_isready >/dev/null 2>&1 || need_apt+=(postgresql-client)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# Local jobs run with a plain PATH (no pyenv): the serving-job test runs /usr/bin/python3.
+[ -x /usr/bin/python3 ] || need_apt+=(python3)
 # SAML: samael links libxmlsec1 (bindgen needs libclang); xmlsec1 checks the test IdP's signatures.
 command -v xmlsec1 >/dev/null 2>&1 || need_apt+=(xmlsec1)
 pkg-config --exists xmlsec1 2>/dev/null || need_apt+=(libxmlsec1-dev libxml2-dev)

@@ -124,13 +124,18 @@ impl Gateways {
     /// Renews the snapshot when the running serving jobs are not those it counts (a job
     /// started, ended or was preempted): the scheduler's commits do not say so themselves.
     async fn follow_serving_jobs(&self) {
+        // A serving job serves an endpoint: with none (and none served before), nothing to read.
+        let cached = self.cached();
+        if cached.endpoints.is_empty() && cached.serving.is_empty() {
+            return;
+        }
         let running: Result<Vec<String>, _> = sqlx::query_scalar(
             "SELECT id FROM jobs WHERE serve_endpoint_id IS NOT NULL AND state = 'running' ORDER BY id",
         )
         .fetch_all(&self.store.pool)
         .await;
         match running {
-            Ok(ids) if ids != self.cached().serving => self.store.note_access_change(),
+            Ok(ids) if ids != cached.serving => self.store.note_access_change(),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "gateway: reading the serving jobs failed"),
         }

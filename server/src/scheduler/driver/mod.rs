@@ -33,14 +33,16 @@ mod events;
 mod live;
 mod rows;
 mod snapshot;
+mod stats;
 mod summary;
 
 use rows::{insert_events, EventRow};
 pub(crate) use snapshot::{load, LiveJob, Loaded};
+pub use stats::{Stats, RECENT_CYCLES};
 pub use summary::{GroupUse, Summary};
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,57 +95,6 @@ impl SchedulerHandle {
         SchedulerHandle {
             notify: store.scheduling_changed.clone(),
             ..Default::default()
-        }
-    }
-}
-
-#[derive(Default)]
-pub struct Stats {
-    /// Cycles run, quiet ones included.
-    pub cycles: AtomicU64,
-    /// Cycles that found nothing changed since a settled one (see `live::Refreshed::Quiet`).
-    pub quiet_cycles: AtomicU64,
-    pub last_cycle_us: AtomicU64,
-    pub admitted: AtomicU64,
-    pub preempted: AtomicU64,
-    pub events: AtomicU64,
-    /// The durations of the last [`RECENT_CYCLES`] cycles that ran the core (snapshot, core,
-    /// commit, launch and stops), oldest first.
-    recent_cycles_us: std::sync::Mutex<std::collections::VecDeque<u64>>,
-}
-
-/// How many cycle durations [`Stats`] keeps.
-pub const RECENT_CYCLES: usize = 1024;
-
-impl Stats {
-    /// Counts a cycle; a quiet one (`full` false: nothing changed, the core not run) is not
-    /// among the recent durations.
-    fn record_cycle(&self, us: u64, full: bool) {
-        self.cycles.fetch_add(1, Ordering::Relaxed);
-        if !full {
-            self.quiet_cycles.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.last_cycle_us.store(us, Ordering::Relaxed);
-        if let Ok(mut r) = self.recent_cycles_us.lock() {
-            if r.len() == RECENT_CYCLES {
-                r.pop_front();
-            }
-            r.push_back(us);
-        }
-    }
-
-    /// The durations of the recent cycles in microseconds, oldest first; `clear` forgets them.
-    pub fn recent_cycles_us(&self, clear: bool) -> Vec<u64> {
-        match self.recent_cycles_us.lock() {
-            Ok(mut r) => {
-                let out = r.iter().copied().collect();
-                if clear {
-                    r.clear();
-                }
-                out
-            }
-            Err(_) => Vec::new(),
         }
     }
 }
@@ -534,7 +485,7 @@ impl Driver {
         self.handle.renew_summary(generation);
         let over_time = self.runtime_limits(&live.loaded, self.store.now()).await?;
         if !over_time.is_empty() {
-            live.settle(false, 0);
+            live.settle(false, self.store.now());
         }
         for (id, reason, executor) in over_time {
             self.stops_sent.insert(id.clone());

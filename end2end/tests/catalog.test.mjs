@@ -4,7 +4,7 @@
 // that keeps what was typed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -120,7 +120,7 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   await page.click(`button:has-text("Delete project ${project}")`);
   await page.waitForSelector('[data-testid=confirm-delete] [role=alert]');
   assert.match(await page.textContent('[data-testid=confirm-delete] [role=alert]'), /The project is in use: it has 1 model/);
-  await page.locator('[data-testid=confirm-delete]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=confirm-delete]');
   await shot(page, 'catalog-project-in-use');
 
   // The model goes, confirmed; then the project.
@@ -161,7 +161,7 @@ test('without JavaScript: a dataset with a bad location is refused at its field 
   assert.equal(await page.locator('#dataset-project option:checked').textContent(), 'llm-finetune');
   // The model form beside it is not filled with the dataset's input.
   assert.equal(await page.inputValue('#model-name'), '');
-  await page.locator('[data-field-error=location_uri]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-field-error=location_uri]');
   await shot(page, 'catalog-rejected-nojs');
   await page.fill('#dataset-location', 's3://acme/e2e');
   await submit('button:has-text("Register dataset")');

@@ -4,7 +4,7 @@
 // blamed at the name, not at the nodes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -186,7 +186,7 @@ test('without JavaScript, an empty pool name is blamed at the name only, and a b
   assert.equal(await page.inputValue('#pool-nodes'), '3');
   assert.equal(await page.inputValue('#pool-gpus'), '4');
   assert.equal(await page.inputValue('#pool-model'), 'A100-40GB');
-  await page.locator('#pool-name').scrollIntoViewIfNeeded();
+  await scrollTo(page, '#pool-name');
   await shots(page, 'forms-pool-rejected');
 
   // The profile: a number that is not one.
@@ -201,7 +201,7 @@ test('without JavaScript, an empty pool name is blamed at the name only, and a b
   assert.equal(await page.inputValue('#profile-max'), '8k');
   // The pool form's input belonged to the pool's post, not this one.
   assert.equal(await page.inputValue('#pool-nodes'), '1');
-  await page.locator('#profile-name').scrollIntoViewIfNeeded();
+  await scrollTo(page, '#profile-name');
   await shots(page, 'forms-profile-rejected');
 
   await page.fill('#profile-max', '8000');

@@ -11,7 +11,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import https from 'node:https';
-import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
 
 let browser;
 let upstream;
@@ -206,7 +206,7 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   assert.ok(python.includes(`client = OpenAI(base_url="${url}", api_key="${secret}")`), python);
   await bob.waitForSelector('[data-testid=tokens-table] tr[data-token=laptop]');
   assert.match(await row(bob, 'tokens-table', 'laptop').textContent(), new RegExp(`prod.*endpoint: ${name}.*${secret.slice(0, 12)}….*active`));
-  await bob.locator('[data-testid=issued-token]').scrollIntoViewIfNeeded();
+  await scrollTo(bob, '[data-testid=issued-token]');
   await shots(bob, 'endpoints-token-issued');
 
   // The token calls the endpoint through the gateway: the upstream answers.
@@ -331,7 +331,7 @@ test('alice deploys an endpoint with a serving job in one action; a refused job 
   const refused = unique('badport');
   await deploy(refused, '80');
   assert.equal(await page.inputValue('#endpoint-targets'), '');
-  await page.locator('[data-testid=deploy]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=deploy]');
   await shots(page, 'endpoints-deploy-form');
   // The page is read again after the answer: the error stays in sight.
   const reread = page.waitForResponse((r) => r.url().includes('/_sf/endpoints/overview'));
@@ -341,7 +341,7 @@ test('alice deploys an endpoint with a serving job in one action; a refused job 
   await page.waitForSelector('[data-field-error=port]', { state: 'visible' });
   assert.match(await page.textContent('[data-field-error=port]'), /must be between 1024 and 65535/);
   assert.equal(await page.inputValue('#deploy-port'), '80');
-  await page.locator('[data-field-error=port]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-field-error=port]');
   await shots(page, 'endpoints-deploy-refused');
   await page.reload();
   await hydrated(page);
@@ -389,7 +389,7 @@ test('without JavaScript: a new endpoint with a bad address is refused at its fi
   assert.equal(await page.inputValue('#endpoint-name'), name);
   assert.equal(await page.inputValue('#endpoint-targets'), 'vllm-0:8000\nvllm-1:port');
   assert.equal(await page.locator('#endpoint-project option:checked').textContent(), 'llm-finetune');
-  await page.locator('[data-field-error=targets]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-field-error=targets]');
   await shot(page, 'endpoints-rejected-nojs');
   await page.fill('#endpoint-targets', 'vllm-0:8000');
   await submit('button:has-text("Create endpoint")');

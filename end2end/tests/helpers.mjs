@@ -38,3 +38,10 @@ export async function hydrated(page) {
 export function unique(prefix) {
   return `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
 }
+
+// Scrolls the element into view inside the page, in one step: a page that draws the element
+// again after an action (its data refetched) cannot detach it between finding and scrolling.
+export async function scrollTo(page, selector) {
+  await page.waitForSelector(selector);
+  await page.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: 'center' }), selector);
+}

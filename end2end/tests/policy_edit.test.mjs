@@ -4,7 +4,7 @@
 // opening the page gets 403. Objects are made for the test, so the demo's story is untouched.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -84,7 +84,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   const edited = await rowMatching(page, 'queue-settings-table', renamed, new RegExp(`${pool} → ${spare}`));
   assert.match(edited, new RegExp(`${pool} → ${spare}`));
   assert.match(edited, /2 min 0 s/);
-  await page.locator('[data-testid=edit-queue]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=edit-queue]');
   await shot(page, 'policy-edit-queue');
   // The same form at 390 px: nothing wider than the phone.
   await page.setViewportSize({ width: 390, height: 844 });
@@ -115,7 +115,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   const pooled = await rowMatching(page, 'pools-table', spare, /4 × H100-80GB/);
   assert.match(pooled, /4 × H100-80GB/, pooled);
   assert.match(pooled, /\$2\.50/, pooled);
-  await page.locator('[data-testid=edit-pool]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=edit-pool]');
   await shot(page, 'policy-edit-pool');
 
   // A delete of the profile, which the queue uses: asked first, then refused at the form.
@@ -127,7 +127,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   const why = await page.textContent('[data-testid=confirm-delete] [role=alert]');
   assert.match(why, new RegExp(`The profile is in use: queue ${renamed} uses it`), why);
   await page.waitForSelector(`[data-testid=profiles-table] >> text=${profile}`);
-  await page.locator('[data-testid=confirm-delete]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=confirm-delete]');
   await shot(page, 'policy-delete-in-use');
   await page.setViewportSize({ width: 390, height: 844 });
   await fits(page, 'the refused delete');
@@ -150,7 +150,7 @@ test('a queue and a profile are edited, a pool is deleted after a confirmation, 
   await page.waitForFunction(() => !document.querySelector('[data-testid=confirm-delete]'));
   assert.equal(await page.locator(`[data-testid=pools-table] tr[data-pool="${spare}"]`).count(), 1);
   await row(page, 'pools-table', spare).locator('a:has-text("Delete")').click();
-  await page.locator('[data-testid=confirm-delete]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=confirm-delete]');
   await shot(page, 'policy-delete-confirm');
   await page.click(`button:has-text("Delete pool ${spare}")`);
   await page.waitForSelector('text=The pool was deleted.');
@@ -195,7 +195,7 @@ test('without JavaScript: a policy\'s per-pool quota is edited, and a pool is de
   await submit('button:has-text("Save policy")');
   await page.waitForSelector('[data-testid=edit-policy] [data-field-error=pools]');
   assert.equal(await quota.locator('input[name$="[limit_milli]"]').inputValue(), '99999999999');
-  await page.locator('[data-testid=edit-policy]').scrollIntoViewIfNeeded();
+  await scrollTo(page, '[data-testid=edit-policy]');
   await shot(page, 'policy-edit-quota-rejected');
   await quota.locator('input[name$="[limit_milli]"]').fill('1000');
   await submit('button:has-text("Save policy")');

@@ -267,6 +267,13 @@ pub trait Backend: Send + Sync + 'static {
     /// One endpoint with its instances' health and counters; `NotFound` when the caller may
     /// not see it.
     async fn endpoint_detail(&self, p: &Principal, id: &str) -> Result<EndpointDetail, AppError>;
+    /// One endpoint's traffic over `window`; `NotFound` when the caller may not see it.
+    async fn endpoint_traffic(
+        &self,
+        p: &Principal,
+        id: &str,
+        window: TrafficWindow,
+    ) -> Result<EndpointTraffic, AppError>;
     async fn create_endpoint(
         &self,
         p: &Principal,

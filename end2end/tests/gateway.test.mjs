@@ -3,7 +3,8 @@
 // the endpoint issues a token, sees its secret once with a curl command and an OpenAI client
 // to paste, calls the gateway with it and gets the upstream's answer; a switch of the route
 // keeps the URL; the revoked token is refused (401). A bad address is said at its field (with
-// and without JavaScript); an endpoint's page shows its instances and counters; the gateways
+// and without JavaScript); an endpoint's page shows its instances and counters, and its traffic
+// over time (charts, tables of the same numbers, per instance) once sampled; the gateways
 // page is refused to a member, an endpoint the member may not see answers 404. An endpoint
 // deployed with a serving job in one action lists the job on its page; a refused job (port 80)
 // is said at its field and leaves no endpoint.
@@ -249,6 +250,35 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   assert.doesNotMatch(await bob.textContent('[data-testid=latency-table]'), /—/);
   assert.match(await bob.textContent('[data-testid=routes-table]'), new RegExp(`prod\\s*${url}`));
   assert.equal(await bob.locator('#target-address').count(), 0);
+  // Its traffic over time: once the gateway's next sample (every 10 s) has bob's requests, a
+  // row per minute with them, beside the charts; the instance with its requests and health.
+  const requestsRow = bob.locator('[data-testid=traffic-requests-table] tbody tr').first();
+  await requestsRow.waitFor({ timeout: 30000 });
+  let traffic = await requestsRow.locator('td').allTextContents();
+  // Time, then per minute 2xx, 4xx, 5xx, 1xx/3xx.
+  assert.match(traffic[0], /^\d\d:\d\d$/, traffic.join(' | '));
+  assert.ok(traffic.slice(1).some((v) => Number(v) > 0), traffic.join(' | '));
+  const ok2xx = await bob.locator('[data-testid=traffic-requests-table] tbody tr td:nth-child(2)').allTextContents();
+  assert.ok(ok2xx.some((v) => Number(v) >= 1), `2xx per minute: ${ok2xx.join(' | ')}`);
+  // Time, requests, 5xx, error rate.
+  const errors = await bob.locator('[data-testid=traffic-errors-table] tbody tr').first().locator('td').allTextContents();
+  assert.ok(Number(errors[1]) >= 1 && errors[3] === '0 %', errors.join(' | '));
+  const latency = await bob.locator('[data-testid=traffic-latency-table] tbody tr').first().locator('td').allTextContents();
+  assert.ok(latency.slice(1).every((v) => /^[\d.]+ m?s$/.test(v)), `p50, p95, p99: ${latency.join(' | ')}`);
+  const instance = await bob.locator(`[data-testid=traffic-instances-table] tr[data-instance="127.0.0.1:${upstreamPort}"] td`).allTextContents();
+  assert.equal(instance[1], 'healthy', instance.join(' | '));
+  assert.ok(Number(instance[2]) >= 1 && instance[3] === '0', instance.join(' | '));
+  await bob.waitForSelector('#traffic-requests-chart canvas');
+  await bob.waitForSelector('#traffic-latency-chart canvas');
+  await scrollTo(bob, '[data-testid=traffic]');
+  await shots(bob, 'endpoint-traffic');
+  // The last 15 minutes: a row per 10-second sample.
+  await bob.click('a:has-text("Last 15 minutes")');
+  await bob.waitForURL(/window=15m/);
+  await bob.waitForFunction(() => /^\d\d:\d\d:\d\d$/.test(document.querySelector('[data-testid=traffic-requests-table] tbody tr td')?.textContent ?? ''));
+  traffic = await requestsRow.locator('td').allTextContents();
+  assert.ok(traffic.slice(1).some((v) => Number(v) > 0), traffic.join(' | '));
+  await bob.waitForSelector('#traffic-requests-chart canvas');
   // An endpoint bob may not see answers 404, as one that does not exist.
   assert.equal((await bob.goto(`${BASE}${hiddenPath}`)).status(), 404);
   await bob.waitForSelector('text=Endpoint not found');
@@ -366,6 +396,8 @@ test('alice deploys an endpoint with a serving job in one action; a refused job 
   assert.equal(await job.locator('a').textContent(), name);
   assert.equal(await job.locator('a').getAttribute('href'), jobHref);
   assert.match(await job.locator('[data-testid=serving-job-state]').textContent(), /^(queued|admitted|starting|running|succeeded)$/);
+  // Nothing called it yet: its traffic says so.
+  assert.match(await page.textContent('[data-testid=traffic-empty]'), /No requests in the last hour yet/);
   await shots(page, 'endpoint-serving-jobs');
   // The link opens the job's page.
   await job.locator('a').click();
@@ -398,6 +430,8 @@ test('without JavaScript: a new endpoint with a bad address is refused at its fi
   // Its page works too, and its instance goes in two steps.
   await page.goto(`${BASE}${await row(page, 'endpoints-table', name).locator('a').getAttribute('href')}`);
   await page.waitForSelector('[data-testid=instances-table] tr[data-instance="vllm-0:8000"]');
+  // Its traffic section is rendered by the server (nothing called it yet).
+  await page.waitForSelector('[data-testid=traffic-empty]');
   await submit('a[aria-label="Remove instance vllm-0:8000"]');
   await submit('button:has-text("Delete instance vllm-0:8000")');
   await page.waitForSelector('text=No instances registered');

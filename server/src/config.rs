@@ -99,6 +99,9 @@ pub struct ServeArgs {
     /// Ports the gateways' listeners are given, FIRST-LAST [default: 18400-18499].
     #[arg(long, env = "SWITCHYARD_GATEWAY_PORTS")]
     pub gateway_ports: Option<String>,
+    /// Ports raw TCP routes are given, FIRST-LAST [default: 18500-18599].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_TCP_PORTS")]
+    pub gateway_tcp_ports: Option<String>,
     /// Folder of the gateways' certificates: `TENANT-GATEWAY.crt` and `TENANT-GATEWAY.key`
     /// (PEM); a gateway without them gets a self-signed certificate [default: none].
     #[arg(long, env = "SWITCHYARD_GATEWAY_TLS_DIR")]
@@ -138,6 +141,7 @@ struct FileConfig {
     max_pending_per_group: Option<i64>,
     gateway_bind: Option<std::net::IpAddr>,
     gateway_ports: Option<String>,
+    gateway_tcp_ports: Option<String>,
     gateway_tls_dir: Option<PathBuf>,
     gateway_plain_http: Option<bool>,
 }
@@ -174,6 +178,8 @@ pub struct Config {
 pub struct GatewayConfig {
     pub bind: std::net::IpAddr,
     pub ports: std::ops::RangeInclusive<u16>,
+    /// The ports raw TCP routes are given (each route its own).
+    pub tcp_ports: std::ops::RangeInclusive<u16>,
     /// Where each gateway's certificate and key are looked for (`TENANT-GATEWAY.crt`/`.key`).
     pub tls_dir: Option<PathBuf>,
     /// No TLS at all (development, tests).
@@ -185,6 +191,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             bind: std::net::IpAddr::from([127, 0, 0, 1]),
             ports: 18400..=18499,
+            tcp_ports: 18500..=18599,
             tls_dir: None,
             plain_http: false,
         }
@@ -386,6 +393,12 @@ impl Config {
                     })?,
                     None => d.gateway.ports,
                 },
+                tcp_ports: match serve.gateway_tcp_ports.clone().or(file.gateway_tcp_ports) {
+                    Some(s) => port_range(&s).ok_or_else(|| {
+                        anyhow::anyhow!("gateway_tcp_ports must be FIRST-LAST, such as 18500-18599")
+                    })?,
+                    None => d.gateway.tcp_ports,
+                },
                 tls_dir: serve.gateway_tls_dir.clone().or(file.gateway_tls_dir),
                 plain_http: serve
                     .gateway_plain_http
@@ -393,6 +406,16 @@ impl Config {
                     .unwrap_or(d.gateway.plain_http),
             },
         };
+        let (h, t) = (&c.gateway.ports, &c.gateway.tcp_ports);
+        if h.start() <= t.end() && t.start() <= h.end() {
+            anyhow::bail!(
+                "gateway_ports ({}-{}) and gateway_tcp_ports ({}-{}) overlap: give them separate ranges",
+                h.start(),
+                h.end(),
+                t.start(),
+                t.end()
+            );
+        }
         let mut c = c;
         for p in serve
             .trusted_proxies
@@ -482,6 +505,24 @@ mod tests {
             Config::resolve(&store, &ServeArgs::default()).is_err(),
             "unknown keys are rejected"
         );
+    }
+
+    #[test]
+    fn the_gateways_port_ranges_must_not_overlap() {
+        let store = StoreArgs::default();
+        let serve = |http: &str, tcp: &str| ServeArgs {
+            gateway_ports: Some(http.into()),
+            gateway_tcp_ports: Some(tcp.into()),
+            ..Default::default()
+        };
+        let c = Config::resolve(&store, &serve("18400-18409", "18410-18419")).expect("config");
+        assert_eq!(c.gateway.tcp_ports, 18410..=18419);
+        let Err(err) = Config::resolve(&store, &serve("18400-18409", "18409-18419")) else {
+            panic!("overlapping ranges are refused");
+        };
+        let err = err.to_string();
+        assert!(err.contains("overlap"), "{err}");
+        assert!(Config::resolve(&store, &serve("18400-18409", "18419-18410")).is_err());
     }
 }
 

@@ -11,8 +11,8 @@ use crate::model::{
     UpdateGatewayRoute,
 };
 use crate::model::{
-    EndpointCreated, EndpointDetail, EndpointsOverview, Gateway, GatewayRoute, GatewaysOverview,
-    IssuedGatewayToken,
+    EndpointCreated, EndpointDetail, EndpointTraffic, EndpointsOverview, Gateway, GatewayRoute,
+    GatewaysOverview, IssuedGatewayToken,
 };
 
 /// A conflict the REST layer words as `field: message` ("name: an endpoint named llama
@@ -47,6 +47,19 @@ pub async fn load_endpoints() -> Result<EndpointsOverview, AppError> {
 #[server(prefix = "/_sf", endpoint = "endpoints/detail")]
 pub async fn load_endpoint(id: String) -> Result<EndpointDetail, AppError> {
     ctx::reading(|c| async move { c.backend.endpoint_detail(&c.principal, &id).await }).await
+}
+
+/// An endpoint's traffic over `window` (`15m` or `1h`; empty: the hour).
+#[server(prefix = "/_sf", endpoint = "endpoints/traffic")]
+pub async fn load_endpoint_traffic(
+    id: String,
+    window: String,
+) -> Result<EndpointTraffic, AppError> {
+    ctx::reading(|c| async move {
+        let window = crate::model::TrafficWindow::parse(Some(&window))?;
+        c.backend.endpoint_traffic(&c.principal, &id, window).await
+    })
+    .await
 }
 
 /// An endpoint in a project, with its instances' addresses one per line; with a `command`,

@@ -63,9 +63,24 @@ pub struct Gateway {
     pub id: String,
     pub name: String,
     pub port: i64,
+    /// What its listener presents.
+    pub certificate: CertificateSource,
     /// The base URL its routes are reached under.
     pub url: String,
     pub created_at: i64,
+}
+
+/// Where a gateway's TLS certificate comes from.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CertificateSource {
+    /// The operator's files in `gateway_tls_dir`.
+    Operator,
+    /// Made by the server at start (development): clients must be told to trust it.
+    SelfSigned,
+    /// Plain HTTP (`gateway_plain_http`).
+    None,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -256,6 +271,8 @@ pub struct EndpointDetail {
 pub struct GatewaysOverview {
     pub gateways: Vec<Gateway>,
     pub routes: Vec<PublishedRoute>,
+    /// Raw TCP routes (created through `/api/v1/tcp-routes`).
+    pub tcp_routes: Vec<TcpRoute>,
     /// Every endpoint of the organization: (id, name).
     pub endpoints: Vec<(String, String)>,
 }
@@ -269,4 +286,222 @@ pub struct Serve {
     pub endpoint_id: String,
     /// 1024 to 65535.
     pub port: i64,
+}
+
+// ---- traffic over time (`GET /api/v1/endpoints/{id}/metrics`) -----------------------------
+
+/// How far back an endpoint's traffic reaches, and how finely it is cut.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub enum TrafficWindow {
+    /// The last 15 minutes, one point per 10-second sample.
+    #[serde(rename = "15m")]
+    Minutes15,
+    /// The last hour, one point per minute.
+    #[default]
+    #[serde(rename = "1h")]
+    Hour,
+}
+
+impl TrafficWindow {
+    pub const ALL: [TrafficWindow; 2] = [TrafficWindow::Minutes15, TrafficWindow::Hour];
+
+    /// `15m` or `1h`; nothing (or an empty value) is the hour.
+    pub fn parse(value: Option<&str>) -> Result<TrafficWindow, crate::error::AppError> {
+        match value.map(str::trim).unwrap_or("") {
+            "" | "1h" => Ok(TrafficWindow::Hour),
+            "15m" => Ok(TrafficWindow::Minutes15),
+            _ => Err(crate::error::AppError::field("window", "must be 15m or 1h")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrafficWindow::Minutes15 => "15m",
+            TrafficWindow::Hour => "1h",
+        }
+    }
+
+    /// What the page calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            TrafficWindow::Minutes15 => "Last 15 minutes",
+            TrafficWindow::Hour => "Last hour",
+        }
+    }
+
+    /// How far back it reaches, ms.
+    pub fn span_ms(self) -> i64 {
+        match self {
+            TrafficWindow::Minutes15 => 15 * 60_000,
+            TrafficWindow::Hour => 60 * 60_000,
+        }
+    }
+
+    /// How much time one point gathers, ms (`None`: one point per sample).
+    pub fn step_ms(self) -> Option<i64> {
+        match self {
+            TrafficWindow::Minutes15 => None,
+            TrafficWindow::Hour => Some(60_000),
+        }
+    }
+}
+
+/// An endpoint's traffic over a window, from the gateway's samples of its counters (every
+/// 10 s, the last hour kept in memory: a restart starts it again).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct EndpointTraffic {
+    pub endpoint_id: String,
+    pub window: TrafficWindow,
+    /// How often the gateway samples, ms.
+    pub sample_ms: i64,
+    /// When this was read (server clock, ms).
+    pub now: i64,
+    /// Oldest first: one per sample (`15m`) or per minute with samples (`1h`).
+    pub points: Vec<TrafficPoint>,
+}
+
+impl EndpointTraffic {
+    /// Whether any request was counted in the window.
+    pub fn is_quiet(&self) -> bool {
+        self.points
+            .iter()
+            .all(|p| p.requests == 0 && p.in_flight == 0)
+    }
+}
+
+/// What an endpoint served in one interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct TrafficPoint {
+    /// The interval's end: the time of its last sample, ms.
+    pub at: i64,
+    /// How long the interval is, ms (requests per minute: `requests * 60000 / span_ms`).
+    pub span_ms: i64,
+    /// Requests answered (refused ones included).
+    pub requests: u64,
+    /// By status class: 1xx … 5xx (index 0 … 4).
+    pub by_class: [u64; 5],
+    /// The share of requests answered 5xx (0 to 1; 0 without requests).
+    pub error_rate: f64,
+    /// Time to the upstream's first byte, estimated from the histogram's buckets (linear
+    /// inside the bucket that holds the rank; at or above the last bound, 30 000, it reads as
+    /// that bound). `None` without requests.
+    pub ttfb_p50_ms: Option<f64>,
+    pub ttfb_p95_ms: Option<f64>,
+    pub ttfb_p99_ms: Option<f64>,
+    /// Request body bytes received from clients.
+    pub bytes_in: u64,
+    /// Response bytes sent to clients.
+    pub bytes_out: u64,
+    /// Requests and streams in flight at the interval's last sample.
+    pub in_flight: u64,
+    /// Tokens the upstream reported in OpenAI-style `usage`.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Each instance in the interval, by address.
+    pub instances: Vec<InstancePoint>,
+}
+
+impl TrafficPoint {
+    /// `count` of this interval's requests as a rate per minute.
+    pub fn per_minute(&self, count: u64) -> f64 {
+        if self.span_ms <= 0 {
+            return 0.0;
+        }
+        count as f64 * 60_000.0 / self.span_ms as f64
+    }
+}
+
+/// What one instance served in an interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct InstancePoint {
+    pub target_id: String,
+    /// `host:port`.
+    pub address: String,
+    /// Requests sent to it.
+    pub requests: u64,
+    /// Of those, the ones it did not answer (connection refused or failed, timed out).
+    pub failures: u64,
+    /// In flight to it at the interval's last sample.
+    pub in_flight: u64,
+    /// Whether the balancer could send it requests at the interval's last sample.
+    pub healthy: bool,
+    /// Distinct session keys sent to it in a 10-second sample (approximate, within a few
+    /// percent; for a minute, its busiest sample). Requests without a session key do not
+    /// count.
+    pub sessions: u64,
+}
+
+/// The `q` quantile (0 < q ≤ 1) of a cumulative histogram, in milliseconds, as Prometheus'
+/// `histogram_quantile` estimates it: linear inside the bucket that holds it (the first from
+/// 0). `None` without observations; `Some((bound, true))` when it lies above the last bound.
+pub fn quantile_ms(q: f64, bounds_ms: &[u64], cumulative: &[u64]) -> Option<(f64, bool)> {
+    let total = *cumulative.last()?;
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    let mut lower = 0f64;
+    for (bound, &count) in bounds_ms.iter().zip(cumulative) {
+        let upper = *bound as f64;
+        if count as f64 >= rank {
+            let inside = count - below;
+            if inside == 0 {
+                return Some((upper, false));
+            }
+            let at = lower + (upper - lower) * (rank - below as f64) / inside as f64;
+            return Some((at, false));
+        }
+        below = count;
+        lower = upper;
+    }
+    bounds_ms.last().map(|b| (*b as f64, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: [u64; 4] = [5, 10, 25, 50];
+
+    #[test]
+    fn quantiles_interpolate_inside_their_bucket() {
+        // 10 requests: 4 under 5 ms, 4 more under 10 ms, 2 under 50 ms.
+        let c = [4, 8, 8, 10, 10];
+        assert_eq!(quantile_ms(0.5, &BOUNDS, &c), Some((6.25, false)));
+        assert_eq!(quantile_ms(0.4, &BOUNDS, &c), Some((5.0, false)));
+        assert_eq!(quantile_ms(0.95, &BOUNDS, &c), Some((43.75, false)));
+        assert_eq!(quantile_ms(0.2, &BOUNDS, &c), Some((2.5, false)));
+        // Beyond the last bound: that bound, marked.
+        assert_eq!(
+            quantile_ms(0.95, &BOUNDS, &[0, 0, 0, 1, 10]),
+            Some((50.0, true))
+        );
+        assert_eq!(quantile_ms(0.5, &BOUNDS, &[0, 0, 0, 0, 0]), None);
+        assert_eq!(quantile_ms(0.5, &BOUNDS, &[]), None);
+    }
+
+    #[test]
+    fn a_window_is_15m_or_1h() {
+        assert_eq!(TrafficWindow::parse(None), Ok(TrafficWindow::Hour));
+        assert_eq!(
+            TrafficWindow::parse(Some("15m")),
+            Ok(TrafficWindow::Minutes15)
+        );
+        assert_eq!(TrafficWindow::parse(Some(" 1h ")), Ok(TrafficWindow::Hour));
+        let e = TrafficWindow::parse(Some("1d")).unwrap_err();
+        assert_eq!(
+            e.message_for("window").as_deref(),
+            Some("must be 15m or 1h")
+        );
+        for w in TrafficWindow::ALL {
+            assert_eq!(TrafficWindow::parse(Some(w.as_str())), Ok(w));
+            let json = serde_json::to_string(&w).unwrap();
+            assert_eq!(json, format!("\"{}\"", w.as_str()));
+        }
+    }
 }

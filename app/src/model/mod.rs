@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 mod access;
 mod gateway;
+mod gateway_tcp;
 mod history;
 mod scheduling;
 mod scheduling_input;
@@ -18,6 +19,7 @@ mod states;
 
 pub use access::*;
 pub use gateway::*;
+pub use gateway_tcp::*;
 pub use history::*;
 pub use scheduling::*;
 pub use scheduling_input::*;

@@ -1,50 +1,27 @@
 //! One endpoint: where clients call it, its instances (up or down, ejected, requests,
 //! failures, in flight; added and removed by those who manage it) and its counters since the
-//! server started (requests by status class, time to first byte, bytes out), kept live; and
-//! its serving jobs (the newest 20) with their states, kept live too.
+//! server started (requests by status class, time to first byte, bytes out), kept live; its
+//! serving jobs (the newest 20) with their states, kept live too; and its traffic over time
+//! ([`super::endpoint_traffic`]).
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
+use super::chart::ChartScript;
+use super::endpoint_traffic::TrafficSection;
 use super::policy::live_tick;
 use crate::access::Permission;
 use crate::api::{load_endpoint, AddTargetForm, RemoveTargetForm};
 use crate::error::AppError;
 use crate::form::{done, echo};
 use crate::model::{
-    EndpointCounters, EndpointDetail, InstanceHealth, JobState, PublishedRoute, ServingJob,
+    quantile_ms, EndpointCounters, EndpointDetail, InstanceHealth, JobState, PublishedRoute,
+    ServingJob,
 };
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::time::format_ms;
 use crate::ui::*;
-
-/// The `q` quantile (0 < q ≤ 1) of a cumulative histogram, in milliseconds, as Prometheus'
-/// `histogram_quantile` estimates it: linear inside the bucket that holds it (the first from
-/// 0). `None` without observations; `Some((bound, true))` when it lies above the last bound.
-pub fn quantile_ms(q: f64, bounds_ms: &[u64], cumulative: &[u64]) -> Option<(f64, bool)> {
-    let total = *cumulative.last()?;
-    if total == 0 {
-        return None;
-    }
-    let rank = q * total as f64;
-    let mut below = 0u64;
-    let mut lower = 0f64;
-    for (bound, &count) in bounds_ms.iter().zip(cumulative) {
-        let upper = *bound as f64;
-        if count as f64 >= rank {
-            let inside = count - below;
-            if inside == 0 {
-                return Some((upper, false));
-            }
-            let at = lower + (upper - lower) * (rank - below as f64) / inside as f64;
-            return Some((at, false));
-        }
-        below = count;
-        lower = upper;
-    }
-    bounds_ms.last().map(|b| (*b as f64, true))
-}
 
 /// `4.2 ms`, `180 ms`, `1.25 s`; above the last bucket `> 30 s`; `—` without requests.
 pub fn latency_text(q: Option<(f64, bool)>) -> String {
@@ -89,6 +66,7 @@ pub fn EndpointPage() -> impl IntoView {
     );
     view! {
         <Title text="Endpoint"/>
+        <ChartScript/>
         <a href="/endpoints" class="text-sm text-indigo-700 hover:underline">"← Endpoints"</a>
         <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
@@ -131,6 +109,7 @@ fn EndpointView(
         .map(|t| (t.id.clone(), t.address.clone()))
         .collect();
     let endpoint_id = e.id.clone();
+    let traffic_id = e.id.clone();
     let back = format!("/endpoints/{}", e.id);
     view! {
         <div class="mb-6 mt-2">
@@ -197,6 +176,7 @@ fn EndpointView(
                 <RoutesCard routes=d.summary.routes/>
             </div>
         </div>
+        <TrafficSection endpoint_id=traffic_id/>
     }
 }
 
@@ -341,25 +321,6 @@ fn RoutesCard(routes: Vec<PublishedRoute>) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const BOUNDS: [u64; 4] = [5, 10, 25, 50];
-
-    #[test]
-    fn quantiles_interpolate_inside_their_bucket() {
-        // 10 requests: 4 under 5 ms, 4 more under 10 ms, 2 under 50 ms.
-        let c = [4, 8, 8, 10, 10];
-        assert_eq!(quantile_ms(0.5, &BOUNDS, &c), Some((6.25, false)));
-        assert_eq!(quantile_ms(0.4, &BOUNDS, &c), Some((5.0, false)));
-        assert_eq!(quantile_ms(0.95, &BOUNDS, &c), Some((43.75, false)));
-        assert_eq!(quantile_ms(0.2, &BOUNDS, &c), Some((2.5, false)));
-        // Beyond the last bound: that bound, marked.
-        assert_eq!(
-            quantile_ms(0.95, &BOUNDS, &[0, 0, 0, 1, 10]),
-            Some((50.0, true))
-        );
-        assert_eq!(quantile_ms(0.5, &BOUNDS, &[0, 0, 0, 0, 0]), None);
-        assert_eq!(quantile_ms(0.5, &BOUNDS, &[]), None);
-    }
 
     #[test]
     fn numbers_read_as_people_say_them() {

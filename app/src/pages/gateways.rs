@@ -12,8 +12,9 @@ use crate::api::{
 };
 use crate::form::emptied_on_save;
 use crate::form::{done, echo, echo_selected};
-use crate::model::{GatewaysOverview, PublishedRoute};
+use crate::model::{CertificateSource, Gateway, GatewaysOverview, PublishedRoute};
 use crate::pages::confirm::{confirm_delete, opened};
+use crate::pages::gateways_tcp::TcpRoutesCard;
 use crate::ui::*;
 
 #[derive(Clone, Copy)]
@@ -62,9 +63,27 @@ fn GatewaysView(d: GatewaysOverview, a: Actions) -> impl IntoView {
             <div class="min-w-0 xl:col-span-2"><GatewaysCard d=d.clone() a=a/></div>
             <div class="min-w-0"><NewGatewayCard a=a/></div>
             <div class="min-w-0 xl:col-span-2"><RoutesCard d=d.clone() a=a/></div>
-            <div class="min-w-0"><NewRouteCard d=d a=a/></div>
+            <div class="min-w-0"><NewRouteCard d=d.clone() a=a/></div>
+            <div class="min-w-0 xl:col-span-2"><TcpRoutesCard d=d/></div>
         </div>
     }
+}
+
+/// Where the gateway's certificate comes from, with its PEM to download.
+#[component]
+fn Certificate(g: Gateway) -> impl IntoView {
+    let label = match g.certificate {
+        CertificateSource::Operator => "operator's",
+        CertificateSource::SelfSigned => "self-signed",
+        CertificateSource::None => {
+            return view! { <span class="text-slate-500">"none (plain HTTP)"</span> }.into_any()
+        }
+    };
+    view! {
+        {label}" · "
+        <a class="text-indigo-700 underline" href=format!("/api/v1/gateways/{}/certificate", g.id) download=format!("{}.pem", g.name)>"PEM"</a>
+    }
+    .into_any()
 }
 
 #[component]
@@ -92,6 +111,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                     <table class=TABLE data-testid="gateways-table">
                         <thead><tr>
                             <th class=TH>"Name"</th><th class=TH>"Port"</th><th class=TH>"URL"</th>
+                            <th class=TH>"Certificate"</th>
                             <th class=format!("{TH} text-right")>"Routes"</th><th class=TH></th>
                         </tr></thead>
                         <tbody class="divide-y divide-slate-100">
@@ -100,6 +120,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                                     <td class=format!("{TD} font-medium")>{g.name.clone()}</td>
                                     <td class=format!("{TD} tabular-nums")>{g.port}</td>
                                     <td class=format!("{TD} whitespace-nowrap font-mono text-xs") data-testid="gateway-url">{g.url.clone()}</td>
+                                    <td class=format!("{TD} whitespace-nowrap") data-testid="gateway-certificate"><Certificate g=g.clone()/></td>
                                     <td class=format!("{TD} text-right tabular-nums")>{routes}</td>
                                     <td class=format!("{TD} text-right")>
                                         <a class=BUTTON_SMALL_DANGER href=format!("?confirm=gateway:{}#gateways", g.id) aria-label=format!("Delete gateway {}", g.name)>"Delete"</a>

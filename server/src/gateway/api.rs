@@ -1,5 +1,5 @@
-//! REST handlers of the gateway: endpoints and their targets, gateways, routes and gateway
-//! tokens (`/api/v1/endpoints`, `/gateways`, `/routes`, `/gateway-tokens`).
+//! REST handlers of the gateway: endpoints, their targets and traffic over time, gateways,
+//! routes and gateway tokens (`/api/v1/endpoints`, `/gateways`, `/routes`, `/gateway-tokens`).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use app::model::*;
 
-use super::{endpoints, instances, routes as gw_routes, tokens};
+use super::{endpoints, instances, routes as gw_routes, series, tokens};
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::Caller;
@@ -20,6 +20,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_endpoints, create_endpoint))
         .routes(routes!(get_endpoint, delete_endpoint))
+        .routes(routes!(endpoint_metrics))
         .routes(routes!(add_target))
         .routes(routes!(remove_target))
         .routes(routes!(list_gateways, create_gateway))
@@ -65,6 +66,32 @@ async fn get_endpoint(
 ) -> ApiResult<Json<Endpoint>> {
     Ok(Json(
         endpoints::get_endpoint(&s.store, &s.config.gateway, &p, &id).await?,
+    ))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TrafficParams {
+    /// `15m` (one point per 10-second sample) or `1h` (the default; one point per minute).
+    #[param(pattern = "^(15m|1h)$")]
+    window: Option<String>,
+}
+
+/// The endpoint's traffic over time, from the gateway's samples of its counters every 10 s
+/// (kept in memory for an hour): requests by status class, error rate (the share answered
+/// 5xx), time to first byte p50/p95/p99 (estimated from the histogram's buckets), bytes in and
+/// out, tokens, in flight, and per instance requests, failures, in flight, health and
+/// distinct sessions. Whoever may see the endpoint may read it.
+#[utoipa::path(get, path = "/endpoints/{id}/metrics", tag = "gateway", params(("id" = String, Path), TrafficParams), responses((status = 200, body = EndpointTraffic), (status = 404, body = Problem), (status = 422, body = Problem)))]
+async fn endpoint_metrics(
+    State(s): State<AppState>,
+    Caller(p, _): Caller,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<TrafficParams>,
+) -> ApiResult<Json<EndpointTraffic>> {
+    let window = TrafficWindow::parse(q.window.as_deref())?;
+    Ok(Json(
+        series::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, &p, &id, window).await?,
     ))
 }
 

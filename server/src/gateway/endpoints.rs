@@ -14,6 +14,7 @@ use app::access::{effective, Action, Permission, ResourceKind, Rule, Subject, Ta
 use app::model::*;
 
 use super::names::{name_ok, NAME_RULE};
+use super::tcp_routes::Owner;
 use crate::access::{groups_of, is_admin, project_chain, project_parents, rules_for};
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -410,6 +411,8 @@ pub async fn delete_endpoint(
         .execute(&mut *tx.tx)
         .await?;
     }
+    let tcp_ports =
+        super::tcp_routes::remove_with(&mut tx, p.tenant_id(), Owner::Endpoint, id).await?;
     super::names::delete_owned(&mut tx, "endpoints", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
@@ -419,7 +422,7 @@ pub async fn delete_endpoint(
         "endpoint.delete",
         "endpoint",
         id,
-        json!({"name": e.name, "project_id": e.project_id, "routes_removed": routes}),
+        json!({"name": e.name, "project_id": e.project_id, "routes_removed": routes, "tcp_ports_closed": tcp_ports}),
     )
     .await?;
     tx.commit().await?;

@@ -11,6 +11,7 @@ use app::access::Action;
 use app::model::*;
 
 use super::names::{base_url, name_ok, NAME_RULE};
+use super::tcp_routes::Owner;
 use crate::access::is_admin;
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -23,16 +24,32 @@ const PORT_ATTEMPTS: usize = 5;
 
 fn gateway_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<Gateway, sqlx::Error> {
     let port: i64 = r.try_get("port")?;
+    let name: String = r.try_get("name")?;
+    let slug: String = r.try_get("tenant_slug")?;
     Ok(Gateway {
         id: r.try_get("id")?,
-        name: r.try_get("name")?,
+        certificate: certificate_source(gw, &slug, &name),
+        name,
         port,
         url: base_url(gw, "", port),
         created_at: r.try_get("created_at")?,
     })
 }
 
-const GATEWAY_COLUMNS: &str = "id, name, port, created_at";
+/// Where a gateway's certificate comes from: the operator's files when they are there.
+fn certificate_source(gw: &GatewayConfig, tenant_slug: &str, name: &str) -> CertificateSource {
+    if gw.plain_http {
+        return CertificateSource::None;
+    }
+    let stem = super::tls::file_stem(tenant_slug, name);
+    match &gw.tls_dir {
+        Some(dir) if dir.join(format!("{stem}.crt")).exists() => CertificateSource::Operator,
+        _ => CertificateSource::SelfSigned,
+    }
+}
+
+const GATEWAY_COLUMNS: &str =
+    "g.id, g.name, g.port, g.created_at, t.slug AS tenant_slug FROM gateways g JOIN tenants t ON t.id = g.tenant_id";
 
 /// The tenant's gateways, in name order (every member sees them).
 pub async fn list_gateways(
@@ -42,7 +59,7 @@ pub async fn list_gateways(
 ) -> ApiResult<Vec<Gateway>> {
     require(p, Action::ViewDirectory)?;
     let rows = sqlx::query(&format!(
-        "SELECT {GATEWAY_COLUMNS} FROM gateways WHERE tenant_id = $1 ORDER BY name, id"
+        "SELECT {GATEWAY_COLUMNS} WHERE g.tenant_id = $1 ORDER BY g.name, g.id"
     ))
     .bind(p.tenant_id())
     .fetch_all(&store.pool)
@@ -62,7 +79,7 @@ pub async fn get_gateway(
 ) -> ApiResult<Gateway> {
     require(p, Action::ViewDirectory)?;
     let row = sqlx::query(&format!(
-        "SELECT {GATEWAY_COLUMNS} FROM gateways WHERE tenant_id = $1 AND id = $2"
+        "SELECT {GATEWAY_COLUMNS} WHERE g.tenant_id = $1 AND g.id = $2"
     ))
     .bind(p.tenant_id())
     .bind(id)
@@ -202,6 +219,8 @@ pub async fn delete_gateway(
         .bind(id)
         .execute(&mut *tx.tx)
         .await?;
+    let tcp_ports =
+        super::tcp_routes::remove_with(&mut tx, p.tenant_id(), Owner::Gateway, id).await?;
     super::names::delete_owned(&mut tx, "gateways", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,
@@ -211,7 +230,7 @@ pub async fn delete_gateway(
         "gateway.delete",
         "gateway",
         id,
-        json!({"name": g.name, "port": g.port, "routes_removed": routes, "tokens_removed": tokens}),
+        json!({"name": g.name, "port": g.port, "routes_removed": routes, "tokens_removed": tokens, "tcp_ports_closed": tcp_ports}),
     )
     .await?;
     tx.commit().await?;

@@ -1,10 +1,12 @@
 //! What the data path counts per endpoint: requests by status class, time to the upstream's
-//! first byte (a Prometheus histogram), bytes sent to clients, requests and streams in
-//! flight. Labelled by the endpoint's id (bounded: one series per endpoint row) and name.
+//! first byte (a Prometheus histogram), bytes received from and sent to clients, requests and
+//! streams in flight. Labelled by the endpoint's id (bounded: one series per endpoint row) and
+//! name. Per instance: requests, failures, in flight and the distinct sessions sent to it
+//! ([`Sessions`]). The [`super::series`] sampler turns them into time series every 10 s.
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +28,8 @@ pub struct TargetState {
     pub ejected_until: AtomicI64,
     pub requests: AtomicU64,
     pub failures: AtomicU64,
+    /// The session keys of the requests sent to it since the sampler last read them.
+    pub sessions: Sessions,
 }
 
 impl TargetState {
@@ -45,6 +49,8 @@ pub struct EndpointStats {
     /// Requests per bucket (not cumulative: see [`EndpointStats::cumulative`]), then +Inf.
     latency: [AtomicU64; BUCKETS.len() + 1],
     pub latency_sum_us: AtomicU64,
+    /// Request body bytes received from clients (and passed on upstream).
+    pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub inflight: AtomicU64,
     /// Tokens the upstream reported in OpenAI-style `usage` (streamed responses too).
@@ -63,6 +69,11 @@ impl EndpointStats {
                 total
             })
             .collect()
+    }
+
+    /// Requests per bucket, then above the last bound (not cumulative).
+    pub fn buckets(&self) -> [u64; BUCKETS.len() + 1] {
+        std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed))
     }
 
     pub fn observe(&self, status: u16, first_byte: Duration) {
@@ -85,6 +96,8 @@ impl EndpointStats {
 #[derive(Default)]
 pub struct Registry {
     by_endpoint: Mutex<HashMap<String, Arc<EndpointStats>>>,
+    /// The counters sampled over time (the last hour per endpoint).
+    pub series: super::series::Series,
 }
 
 impl Registry {
@@ -153,6 +166,15 @@ impl Registry {
                 s.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
             );
         }
+        let _ = writeln!(out, "# HELP switchyard_gateway_bytes_in_total Request body bytes received from clients.\n# TYPE switchyard_gateway_bytes_in_total counter");
+        for (id, s) in &rows {
+            let _ = writeln!(
+                out,
+                "switchyard_gateway_bytes_in_total{{{}}} {}",
+                label(id, s),
+                s.bytes_in.load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(out, "# HELP switchyard_gateway_bytes_out_total Response bytes sent to clients.\n# TYPE switchyard_gateway_bytes_out_total counter");
         for (id, s) in &rows {
             let _ = writeln!(
@@ -184,8 +206,118 @@ impl Registry {
     }
 }
 
+/// Registers of [`Sessions`]: 2^8, so an estimate is within about 6.5 % (1.04 / √256).
+const SESSION_BITS: u32 = 8;
+
+/// The distinct session keys seen, approximately: a HyperLogLog of 256 one-byte registers
+/// (256 bytes per instance, one `fetch_max` per request, whatever the number of sessions).
+/// The hash's top 8 bits pick a register, which keeps the longest run of leading zeros seen in
+/// the rest. Small counts use linear counting (exact enough: 3 sessions read as 3 unless two
+/// share a register). The sampler reads and clears it every interval ([`Sessions::take`]).
+pub struct Sessions {
+    registers: [AtomicU8; 1 << SESSION_BITS],
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            registers: std::array::from_fn(|_| AtomicU8::new(0)),
+        }
+    }
+}
+
+impl Sessions {
+    /// Counts a session by its key's hash (a well-mixed 64-bit hash: `affinity::key_hash`).
+    pub fn add(&self, hash: u64) {
+        let i = (hash >> (64 - SESSION_BITS)) as usize;
+        // The sentinel bit caps the run at the bits left: the rank is 1 to 57.
+        let rank = ((hash << SESSION_BITS) | (1 << (SESSION_BITS - 1))).leading_zeros() + 1;
+        self.registers[i].fetch_max(rank as u8, Ordering::Relaxed);
+    }
+
+    /// The distinct sessions counted since the last call, and starts again from none (a key
+    /// added while this reads lands in this interval or the next).
+    pub fn take(&self) -> u64 {
+        let registers: Vec<u8> = self
+            .registers
+            .iter()
+            .map(|r| r.swap(0, Ordering::Relaxed))
+            .collect();
+        hyperloglog_estimate(&registers)
+    }
+}
+
+/// HyperLogLog's estimate (Flajolet et al. 2007) with its small-range correction: linear
+/// counting over the empty registers while the raw estimate is under 2.5 m. 64-bit hashes need
+/// no large-range correction.
+fn hyperloglog_estimate(registers: &[u8]) -> u64 {
+    if registers.is_empty() {
+        return 0;
+    }
+    let m = registers.len() as f64;
+    let alpha = 0.7213 / (1.0 + 1.079 / m);
+    let sum: f64 = registers.iter().map(|&r| 2f64.powi(-i32::from(r))).sum();
+    let raw = alpha * m * m / sum;
+    let empty = registers.iter().filter(|&&r| r == 0).count();
+    let estimate = if raw <= 2.5 * m && empty > 0 {
+        m * (m / empty as f64).ln()
+    } else {
+        raw
+    };
+    estimate.round() as u64
+}
+
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::affinity::key_hash;
+
+    #[test]
+    fn sessions_are_counted_once_each_and_cleared_when_read() {
+        let s = Sessions::default();
+        assert_eq!(s.take(), 0, "no session yet");
+        for _ in 0..50 {
+            for k in ["alice", "bob", "carol"] {
+                s.add(key_hash(k.as_bytes()));
+            }
+        }
+        assert_eq!(s.take(), 3, "fifty requests of three sessions");
+        assert_eq!(s.take(), 0, "read: the next interval starts from none");
+    }
+
+    #[test]
+    fn many_sessions_are_estimated_within_a_few_percent() {
+        for n in [200u64, 1_000, 20_000, 200_000] {
+            let s = Sessions::default();
+            for i in 0..n {
+                s.add(key_hash(format!("session-{i}").as_bytes()));
+                s.add(key_hash(format!("session-{i}").as_bytes()));
+            }
+            let got = s.take() as f64;
+            let error = (got - n as f64).abs() / n as f64;
+            assert!(error < 0.15, "{n} sessions read as {got}");
+        }
+    }
+
+    #[test]
+    fn bytes_in_are_rendered_for_prometheus() {
+        let r = Registry::default();
+        let s = r.endpoint("e1", "llama");
+        s.bytes_in.fetch_add(1234, Ordering::Relaxed);
+        let mut out = String::new();
+        r.render(&mut out);
+        assert!(
+            out.contains(
+                "switchyard_gateway_bytes_in_total{endpoint_id=\"e1\",endpoint=\"llama\"} 1234"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("# TYPE switchyard_gateway_bytes_in_total counter"));
+    }
 }

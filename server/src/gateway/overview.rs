@@ -242,6 +242,7 @@ pub async fn gateways_overview(
     Ok(GatewaysOverview {
         gateways: instances::list_gateways(store, gw, p).await?,
         routes: published_routes(store, gw, p).await?,
+        tcp_routes: super::tcp_routes::list(store, gw, p, None).await?,
         endpoints,
     })
 }

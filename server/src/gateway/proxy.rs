@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http_body::Frame;
 use http_body_util::BodyExt;
+use hyper::upgrade::OnUpgrade;
 use serde_json::json;
 
 use app::model::GatewayTokenKind;
@@ -33,6 +34,7 @@ use super::metrics::EndpointStats;
 use super::metrics::TargetState;
 use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
+use super::upgrade;
 use super::usage::Meter;
 use crate::identity::secret::digest;
 
@@ -201,7 +203,7 @@ impl Payload {
 async fn handle(
     State(ctx): State<Arc<Ctx>>,
     ConnectInfo(peer): super::listener::Peer,
-    req: Request,
+    mut req: Request,
 ) -> Response {
     let g = &ctx.shared;
     let t0 = std::time::Instant::now();
@@ -248,11 +250,14 @@ async fn handle(
         endpoint: stats.clone(),
         target: None,
     };
-    let resp = forward(g, ep, req, peer, &host, now, guard).await;
+    // A WebSocket handshake: the client's connection is handed over after the 101.
+    let upgrade = upgrade::requested(req.headers()).map(|p| (p, hyper::upgrade::on(&mut req)));
+    let resp = forward(g, ep, req, peer, &host, now, guard, upgrade).await;
     stats.observe(resp.status().as_u16(), t0.elapsed());
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn forward(
     g: &Gateways,
     ep: &EndpointSnap,
@@ -261,6 +266,7 @@ async fn forward(
     host: &str,
     now: i64,
     mut guard: Inflight,
+    mut upgrade: Option<(HeaderValue, OnUpgrade)>,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let mut payload = if http_body::Body::is_end_stream(&body) {
@@ -281,8 +287,20 @@ async fn forward(
             }
         }
     } else {
-        Payload::Stream(Some(body))
+        // Counted as it streams through to the instance.
+        let stats = ep.stats.clone();
+        Payload::Stream(Some(Body::new(body.map_frame(move |f| {
+            if let Some(d) = f.data_ref() {
+                stats.bytes_in.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+            f
+        }))))
     };
+    if let Payload::Whole(b) = &payload {
+        ep.stats
+            .bytes_in
+            .fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
     // Only the header a session key may come from is looked at.
     let header_list: Vec<(String, String)> = parts
         .headers
@@ -299,10 +317,8 @@ async fn forward(
         Payload::Whole(b) => b,
         Payload::Stream(_) => &[],
     };
-    let key = match session_key(&sources, &header_list, scanned) {
-        Some(k) => key_hash(&k),
-        None => rand::random::<u64>(),
-    };
+    let session = session_key(&sources, &header_list, scanned).map(|k| key_hash(&k));
+    let key = session.unwrap_or_else(rand::random::<u64>);
     // What is sent upstream: the client's headers but the gateway token, the host and those
     // of the connection, and who asked.
     let mut sent = parts.headers;
@@ -316,6 +332,9 @@ async fn forward(
     }
     if let Ok(v) = HeaderValue::from_str(host) {
         sent.insert(HeaderName::from_static("x-forwarded-host"), v);
+    }
+    if let Some((protocol, _)) = &upgrade {
+        upgrade::ask(&mut sent, protocol.clone());
     }
     let mut tried: Vec<usize> = ep
         .targets
@@ -371,9 +390,20 @@ async fn forward(
         };
         state.inflight.fetch_add(1, Ordering::Relaxed);
         state.requests.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = session {
+            state.sessions.add(h);
+        }
         guard.target = Some(state.clone());
         match tokio::time::timeout(UPSTREAM_HEADERS_TIMEOUT, g.client.request(up)).await {
-            Ok(Ok(resp)) => {
+            Ok(Ok(mut resp)) => {
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    if let Some((_, client)) = upgrade.take() {
+                        let upstream = hyper::upgrade::on(&mut resp);
+                        let (rp, _) = resp.into_parts();
+                        upgrade::join(client, upstream, guard);
+                        return Response::from_parts(rp, Body::empty());
+                    }
+                }
                 let (mut rp, incoming) = resp.into_parts();
                 let hop: Vec<HeaderName> = rp
                     .headers
@@ -447,8 +477,8 @@ async fn forward(
 
 /// Counts a request in flight to its endpoint and instance until its response body ends
 /// (or is dropped: the client went away).
-struct Inflight {
-    endpoint: Arc<EndpointStats>,
+pub(super) struct Inflight {
+    pub(super) endpoint: Arc<EndpointStats>,
     target: Option<Arc<TargetState>>,
 }
 

@@ -14,6 +14,7 @@ use super::listener::Listener;
 use super::proxy;
 use super::shared::Gateways;
 use super::snapshot::{GatewaySnap, Snapshot};
+use super::tcp::TcpListenerHandle;
 use super::tls::{self, Tls};
 
 /// How often listeners are reconciled with the gateways and instances are probed.
@@ -62,35 +63,111 @@ impl Gateways {
                 g.id.clone(),
                 Listener {
                     port: g.port,
-                    certificate_pem: tls.map(|t| t.certificate_pem),
+                    certificate_pem: tls.map(|t| t.certificate_pem.clone()),
                     _stop: stop,
                 },
             );
         }
     }
 
-    /// A gateway's TLS: none with plain HTTP, else its certificate from the operator's folder,
-    /// else a self-signed one for the listeners' address and `localhost`.
-    fn tls_of(&self, g: &GatewaySnap) -> Result<Option<Tls>, String> {
+    /// A gateway's TLS: none with plain HTTP, else [`Gateways::certificate_of`].
+    fn tls_of(&self, g: &GatewaySnap) -> Result<Option<Arc<Tls>>, String> {
         if self.plain_http {
             return Ok(None);
         }
-        if let Some(dir) = &self.tls_dir {
-            if let Some(t) = tls::from_dir(dir, &g.tenant_slug, &g.name) {
-                return t.map(Some);
-            }
-        }
-        tls::self_signed(&[self.bind.to_string(), "localhost".into()]).map(Some)
+        self.certificate_of(g).map(Some)
     }
 
-    /// The certificate a gateway's listener presents (PEM; `None`: plain HTTP or not
-    /// listening).
+    /// A gateway's certificate from the operator's folder, else a self-signed one for the
+    /// listeners' address and `localhost` (made once per process for each gateway).
+    fn certificate_of(&self, g: &GatewaySnap) -> Result<Arc<Tls>, String> {
+        if let Some(dir) = &self.tls_dir {
+            if let Some(t) = tls::from_dir(dir, &g.tenant_slug, &g.name) {
+                return t.map(Arc::new);
+            }
+        }
+        let mut made = match self.self_signed.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(t) = made.get(&g.id) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(tls::self_signed(&[
+            self.bind.to_string(),
+            "localhost".into(),
+        ])?);
+        made.insert(g.id.clone(), t.clone());
+        Ok(t)
+    }
+
+    /// Starts a listener for each raw TCP route that has none, stops those of routes gone
+    /// (or whose TLS changed). Endpoint and networks are read per connection.
+    async fn reconcile_tcp(self: &Arc<Self>, snap: &Snapshot) {
+        if let Ok(mut made) = self.self_signed.lock() {
+            made.retain(|id, _| snap.gateways.contains_key(id));
+        }
+        let mut listeners = self.tcp_listeners.lock().await;
+        listeners.retain(|port, l| {
+            let keep = snap.tcp.get(port).is_some_and(|r| r.tls == l.tls);
+            if !keep {
+                tracing::info!(port, "gateway: TCP route's listener stopped");
+            }
+            keep
+        });
+        for r in snap.tcp.values() {
+            if listeners.contains_key(&r.port) {
+                continue;
+            }
+            let Some(g) = snap.gateways.get(&r.gateway_id) else {
+                continue;
+            };
+            let tls = if r.tls {
+                match self.certificate_of(g) {
+                    Ok(t) => Some(tls::without_alpn(&t)),
+                    Err(e) => {
+                        tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: its certificate cannot be read; TCP route not listening");
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let addr = SocketAddr::new(self.bind, r.port);
+            let tcp = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(%addr, error = %e, "gateway: cannot listen for a TCP route");
+                    continue;
+                }
+            };
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            super::tcp::spawn(self.clone(), tcp, r.port, tls, stopped);
+            tracing::info!(gateway = %g.name, %addr, tls = r.tls, "gateway: TCP route listening");
+            listeners.insert(
+                r.port,
+                TcpListenerHandle {
+                    tls: r.tls,
+                    _stop: stop,
+                },
+            );
+        }
+    }
+
+    /// The certificate a gateway's listeners present (PEM; `None`: plain HTTP and no TCP
+    /// route with TLS, or not listening).
     pub async fn certificate(&self, gateway_id: &str) -> Option<String> {
-        self.listeners
+        let http = self
+            .listeners
             .lock()
             .await
             .get(gateway_id)
-            .and_then(|l| l.certificate_pem.clone())
+            .and_then(|l| l.certificate_pem.clone());
+        // With plain HTTP, a TCP route with TLS still presents one.
+        http.or_else(|| {
+            let made = self.self_signed.lock().ok()?;
+            made.get(gateway_id).map(|t| t.certificate_pem.clone())
+        })
     }
 
     /// Probes every instance with a TCP connection: one that does not answer is skipped until
@@ -154,8 +231,9 @@ impl Gateways {
 
 /// Starts the gateways' reconcile loop: listeners follow the gateways in the store (within
 /// [`RECONCILE_EVERY`] of a commit in this process), instances are probed every
-/// [`PROBE_EVERY`].
+/// [`PROBE_EVERY`]; and the sampler of the endpoints' traffic over time.
 pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
+    super::series::spawn(g.clone());
     tokio::spawn(async move {
         let mut seen = u64::MAX;
         let mut probed = tokio::time::Instant::now() - PROBE_EVERY;
@@ -172,6 +250,7 @@ pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
                     Ok(snap) => {
                         seen = snap.generation;
                         g.reconcile(&snap).await;
+                        g.reconcile_tcp(&snap).await;
                         // New instances (a serving job that started) are probed at once.
                         if changed || probed.elapsed() >= PROBE_EVERY {
                             probed = tokio::time::Instant::now();

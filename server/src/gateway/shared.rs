@@ -17,6 +17,8 @@ use hyper_util::rt::TokioExecutor;
 use super::listener::Listener;
 use super::metrics::TargetState;
 use super::snapshot::Snapshot;
+use super::tcp::{TcpListenerHandle, TcpRegistry};
+use super::tls::Tls;
 use crate::config::GatewayConfig;
 use crate::store::Store;
 
@@ -34,8 +36,15 @@ pub struct Gateways {
     pub(super) targets: Mutex<HashMap<String, Arc<TargetState>>>,
     pub(super) client: Client<HttpConnector, Body>,
     pub(super) listeners: tokio::sync::Mutex<HashMap<String, Listener>>,
+    /// The raw TCP routes' listeners, by port.
+    pub(super) tcp_listeners: tokio::sync::Mutex<HashMap<u16, TcpListenerHandle>>,
+    /// Each gateway's self-signed certificate (made once per process, shared by its HTTP and
+    /// TCP listeners), by gateway id.
+    pub(super) self_signed: Mutex<HashMap<String, Arc<Tls>>>,
     /// Per endpoint counters for `/metrics`.
     pub metrics: super::metrics::Registry,
+    /// Per TCP route counters for `/metrics`.
+    pub tcp: TcpRegistry,
 }
 
 impl Gateways {
@@ -59,7 +68,10 @@ impl Gateways {
             targets: Mutex::new(HashMap::new()),
             client,
             listeners: tokio::sync::Mutex::new(HashMap::new()),
+            tcp_listeners: tokio::sync::Mutex::new(HashMap::new()),
+            self_signed: Mutex::new(HashMap::new()),
             metrics: Default::default(),
+            tcp: Default::default(),
         })
     }
 

@@ -27,6 +27,24 @@ pub struct RouteSnap {
     pub endpoint_id: String,
 }
 
+/// A raw TCP route: its port forwards to the endpoint's instances for the listed networks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpRouteSnap {
+    pub id: String,
+    pub gateway_id: String,
+    pub endpoint_id: String,
+    pub port: u16,
+    pub tls: bool,
+    pub sources: Vec<crate::config::IpNet>,
+}
+
+impl TcpRouteSnap {
+    /// Whether a client at `ip` may connect.
+    pub fn admits(&self, ip: std::net::IpAddr) -> bool {
+        self.sources.iter().any(|n| n.contains(ip))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct GatewaySnap {
     pub id: String,
@@ -97,6 +115,8 @@ pub struct Snapshot {
     pub rules: HashMap<String, Vec<Rule>>,
     /// The running serving jobs this snapshot counts as instances, by id (sorted).
     pub serving: Vec<String>,
+    /// Raw TCP routes of existing gateways, by port.
+    pub tcp: HashMap<u16, TcpRouteSnap>,
 }
 
 impl RouteSnap {
@@ -197,6 +217,33 @@ impl Snapshot {
         }
         for g in s.gateways.values_mut() {
             order_routes(&mut g.routes);
+        }
+        for r in sqlx::query(
+            "SELECT id, gateway_id, endpoint_id, port, tls, sources FROM gateway_tcp_routes",
+        )
+        .fetch_all(pool)
+        .await?
+        {
+            let gateway_id: String = r.try_get("gateway_id")?;
+            let port = u16::try_from(r.try_get::<i64, _>("port")?).unwrap_or(0);
+            if port == 0 || !s.gateways.contains_key(&gateway_id) {
+                continue;
+            }
+            let sources: String = r.try_get("sources")?;
+            s.tcp.insert(
+                port,
+                TcpRouteSnap {
+                    id: r.try_get("id")?,
+                    gateway_id,
+                    endpoint_id: r.try_get("endpoint_id")?,
+                    port,
+                    tls: r.try_get::<i64, _>("tls")? != 0,
+                    sources: sources
+                        .split(',')
+                        .filter_map(crate::config::IpNet::parse)
+                        .collect(),
+                },
+            );
         }
 
         let mut parents: HashMap<String, BTreeMap<String, Option<String>>> = HashMap::new();

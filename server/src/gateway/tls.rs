@@ -34,6 +34,14 @@ fn server_config(
     Ok(c)
 }
 
+/// The same certificate for raw TCP: no ALPN (a client asking for its own protocol, such as
+/// `postgresql`, would be refused by one that offers only HTTP's).
+pub fn without_alpn(t: &Tls) -> Arc<ServerConfig> {
+    let mut c = (*t.config).clone();
+    c.alpn_protocols.clear();
+    Arc::new(c)
+}
+
 /// The file name stem of a gateway's certificate and key.
 pub fn file_stem(tenant_slug: &str, gateway: &str) -> String {
     format!("{tenant_slug}-{gateway}")

@@ -106,6 +106,7 @@ pub async fn metrics(
     }
     let mut text = state.metrics.render(&gauges);
     state.gateways.metrics.render(&mut text);
+    state.gateways.tcp.render(&mut text);
     let mut resp = text.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

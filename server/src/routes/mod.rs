@@ -63,6 +63,7 @@ pub fn rest() -> (Router<AppState>, utoipa::openapi::OpenApi) {
                 .merge(crate::access::api::router())
                 .merge(crate::catalog::api::router())
                 .merge(crate::gateway::api::router())
+                .merge(crate::gateway::tcp_api::router())
                 .merge(crate::tenancy::router())
                 .merge(crate::audit::api::router())
                 .merge(crate::scheduler::api::router())

@@ -22,6 +22,7 @@ pub const OWNERS: &[(&str, &str)] = &[
     ("endpoint_targets", "gateway/"),
     ("gateways", "gateway/"),
     ("gateway_routes", "gateway/"),
+    ("gateway_tcp_routes", "gateway/"),
     ("gateway_tokens", "gateway/"),
     ("datasets", "catalog/"),
     ("pools", "policy/pools.rs"),

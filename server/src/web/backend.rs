@@ -494,6 +494,18 @@ impl Backend for WebBackend {
         )
         .await?)
     }
+    async fn endpoint_traffic(
+        &self,
+        p: &Principal,
+        id: &str,
+        window: TrafficWindow,
+    ) -> Result<EndpointTraffic, AppError> {
+        let s = &self.state;
+        Ok(
+            gw::series::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, p, id, window)
+                .await?,
+        )
+    }
     async fn create_endpoint(
         &self,
         p: &Principal,

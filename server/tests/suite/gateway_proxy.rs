@@ -423,7 +423,7 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
 }
 
 /// `/metrics` as a client on this host reads it.
-async fn metrics(app: &TestApp) -> String {
+pub(crate) async fn metrics(app: &TestApp) -> String {
     app.raw(crate::common::from_ip(
         axum::http::Request::get("/metrics")
             .body(axum::body::Body::empty())
@@ -435,7 +435,7 @@ async fn metrics(app: &TestApp) -> String {
 }
 
 /// The value of the series `name` of endpoint `ep` whose labels also contain `label`.
-fn value(m: &str, name: &str, ep: &str, label: &str) -> Option<f64> {
+pub(crate) fn value(m: &str, name: &str, ep: &str, label: &str) -> Option<f64> {
     m.lines()
         .find(|l| {
             l.starts_with(&format!("{name}{{"))

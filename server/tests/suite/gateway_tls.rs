@@ -152,6 +152,7 @@ async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
         "{}",
         g.text
     );
+    assert_eq!(g.body["certificate"], "operator", "{}", g.text);
 
     // A client that trusts the CA reaches the endpoint over TLS; HTTP/2 is offered by ALPN.
     let trusting = |pem: &str| {
@@ -185,6 +186,7 @@ async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
         .get(&format!("/api/v1/gateways/{}", gw.dev), &gw.member)
         .await;
     let dev_port = dev.body["port"].as_u64().unwrap();
+    assert_eq!(dev.body["certificate"], "self_signed", "{}", dev.text);
     let pem = gw
         .app
         .get(

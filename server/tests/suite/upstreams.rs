@@ -198,3 +198,90 @@ pub async fn start(name: &str) -> Upstream {
     });
     Upstream { addr, seen, task }
 }
+
+/// Starts a WebSocket instance named `name`: it answers each text message with
+/// `"{name}: {message}"` and records the `Authorization` header of each handshake (the
+/// gateway's token must not reach it) in `seen.requests` (handshakes) and the returned list.
+pub async fn start_ws(name: &str) -> (Upstream, Arc<std::sync::Mutex<Vec<Option<String>>>>) {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::handshake::server::{
+        Request as WsRequest, Response as WsResponse,
+    };
+    use tokio_tungstenite::tungstenite::Message;
+    let seen = Arc::new(Seen::default());
+    let auth = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (name, s, a) = (name.to_string(), seen.clone(), auth.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (name, s, a) = (name.clone(), s.clone(), a.clone());
+            conns.spawn(async move {
+                // tungstenite's callback type: its error is an HTTP response.
+                #[allow(clippy::result_large_err)]
+                let record = |req: &WsRequest, resp: WsResponse| {
+                    let h = req.headers().get("authorization");
+                    a.lock()
+                        .unwrap()
+                        .push(h.and_then(|v| v.to_str().ok()).map(str::to_string));
+                    Ok(resp)
+                };
+                let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, record).await else {
+                    return;
+                };
+                s.requests.fetch_add(1, Ordering::Relaxed);
+                while let Some(Ok(msg)) = ws.next().await {
+                    match msg {
+                        Message::Text(t) => {
+                            let answer = format!("{name}: {}", t.as_str());
+                            if ws.send(Message::text(answer)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Message::Close(_) => return,
+                        _ => {}
+                    }
+                }
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    (Upstream { addr, seen, task }, auth)
+}
+
+/// Starts a raw TCP instance named `name`: it greets each connection with `"{name}\n"`, then
+/// echoes what it reads.
+pub async fn start_tcp(name: &str) -> Upstream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let seen = Arc::new(Seen::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (greeting, s) = (format!("{name}\n"), seen.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            s.requests.fetch_add(1, Ordering::Relaxed);
+            let greeting = greeting.clone();
+            conns.spawn(async move {
+                if stream.write_all(greeting.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Upstream { addr, seen, task }
+}

@@ -1,0 +1,100 @@
+//! WebSocket through the gateway against a real WebSocket upstream: the handshake is
+//! authorized like any request (no token: 401 before anything reaches the instance), the
+//! connection is joined both ways once the instance switches protocols, the token stays at
+//! the gateway, and the open socket counts as a stream in flight on the endpoint until it
+//! closes.
+
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::both_stores;
+use crate::common::{Kind, TestApp};
+use crate::gateway_proxy::{metrics, ports, setup, value};
+use crate::upstreams;
+
+both_stores!(a_websocket_is_authorized_then_joined_both_ways);
+
+/// Opens a WebSocket to `url` (ws://) with the token (if any): the socket, or the refusal's
+/// HTTP status.
+async fn open(
+    url: &str,
+    token: Option<&str>,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    u16,
+> {
+    let mut req = url.into_client_request().unwrap();
+    if let Some(t) = token {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, resp)) => {
+            assert_eq!(resp.status(), 101);
+            Ok(ws)
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("the WebSocket handshake failed: {e}"),
+    }
+}
+
+async fn a_websocket_is_authorized_then_joined_both_ways(kind: Kind) {
+    let (up, auth) = upstreams::start_ws("ws-a").await;
+    let mut app = TestApp::with_manual_clock(kind).await;
+    let range = ports();
+    app.reconfigure(|c| c.gateway.ports = range);
+    let gw = setup(app, &[&up]).await;
+    let url = format!("{}/v1/realtime", gw.prod_url.replace("http://", "ws://"));
+
+    assert_eq!(open(&url, None).await.err(), Some(401));
+    assert_eq!(open(&url, Some("syg_made-up")).await.err(), Some(401));
+    assert_eq!(
+        up.seen.requests.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "a refused handshake reached the instance"
+    );
+
+    let (token, _) = gw
+        .token(&gw.member, &gw.prod, json!({"name": "realtime"}))
+        .await;
+    let mut ws = open(&url, Some(&token)).await.expect("the handshake");
+    for i in 0..5 {
+        ws.send(Message::text(format!("hello {i}"))).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("an answer in time")
+            .expect("the socket is open")
+            .unwrap();
+        assert_eq!(
+            got.into_text().unwrap().as_str(),
+            format!("ws-a: hello {i}")
+        );
+    }
+    assert_eq!(
+        auth.lock().unwrap().as_slice(),
+        &[None],
+        "the gateway token reached the instance"
+    );
+
+    // Open, the socket is a stream in flight; closed, it is not.
+    let in_flight = || async {
+        let m = metrics(&gw.app).await;
+        value(&m, "switchyard_gateway_in_flight", &gw.endpoint, "")
+    };
+    assert_eq!(in_flight().await, Some(1.0));
+    ws.close(None).await.unwrap();
+    drop(ws);
+    let t0 = Instant::now();
+    while in_flight().await != Some(0.0) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the closed socket stays in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gw.app.finish().await;
+}

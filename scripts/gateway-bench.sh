@@ -315,7 +315,7 @@ profile_start() {
 profile_end() { # OUTPUT
   [ -n "${PROFILE:-}" ] || return 0
   wait "$perf_pid" || true
-  { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -60; } >"$1"
+  { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -60; } >"$1" || true # head closes the pipe early
 }
 master_of() { cat "$WORK/$1.pid"; }
 

@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import https from 'node:https';
-import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
+import { BASE, PASSWORD, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
 
 let browser;
 let upstream;
@@ -163,6 +163,30 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click('button:has-text("Create route")');
   const url = `${gatewayUrl}/v1`;
   await page.waitForSelector(`[data-testid=routes-table] tr[data-route="${url}"]`);
+  // A raw TCP route for it (through the API), listed with its port and networks; the
+  // certificate each gateway presents is named.
+  const login = await fetch(`${BASE}/api/v1/auth/login`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ tenant: 'acme', username: 'alice', password: PASSWORD }),
+  });
+  const auth = { 'content-type': 'application/json', authorization: `Bearer ${(await login.json()).token}` };
+  const gateways = await (await fetch(`${BASE}/api/v1/gateways`, { headers: auth })).json();
+  const endpoints = await (await fetch(`${BASE}/api/v1/endpoints`, { headers: auth })).json();
+  const tcp = await fetch(`${BASE}/api/v1/tcp-routes`, {
+    method: 'POST', headers: auth,
+    body: JSON.stringify({
+      gateway_id: gateways.find((g) => g.name === 'prod').id,
+      endpoint_id: endpoints.find((e) => e.name === name).id,
+      allowed_sources: ['10.0.0.0/8', '192.168.0.0/16'],
+    }),
+  });
+  assert.equal(tcp.status, 201, await tcp.clone().text());
+  const tcpRoute = await tcp.json();
+  await page.reload();
+  await hydrated(page);
+  const tcpRow = await row(page, 'tcp-routes-table', tcpRoute.address).textContent();
+  assert.match(tcpRow, new RegExp(`prod.*${name}.*plain.*10\\.0\\.0\\.0/8, 192\\.168\\.0\\.0/16`));
+  assert.match(await page.textContent('tr[data-gateway=prod] [data-testid=gateway-certificate]'), /self-signed · PEM|none \(plain HTTP\)/);
   await shots(page, 'gateways');
 
   // ml-research (bob's group) gets use on the endpoints of llm-finetune.
@@ -199,12 +223,23 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await bob.waitForSelector('[data-testid=token-secret]');
   const secret = (await bob.textContent('[data-testid=token-secret]')).trim();
   assert.match(secret, /^syg_\S{20,}$/);
+  // Over TLS with the gateway's self-signed certificate, the examples trust its PEM, offered
+  // for download beside them.
+  const selfSigned = url.startsWith('https://');
+  const trust = selfSigned ? ' --cacert prod.pem' : '';
   const curl = await bob.textContent('[data-testid=token-curl]');
-  assert.ok(curl.startsWith(`curl ${url}/chat/completions \\`), curl);
+  assert.ok(curl.startsWith(`curl${trust} ${url}/chat/completions \\`), curl);
   assert.ok(curl.includes(`Authorization: Bearer ${secret}`), curl);
   assert.ok(curl.includes(`"model": "${name}"`), curl);
   const python = await bob.textContent('[data-testid=token-python]');
-  assert.ok(python.includes(`client = OpenAI(base_url="${url}", api_key="${secret}")`), python);
+  const verify = selfSigned ? ', http_client=httpx.Client(verify="prod.pem")' : '';
+  assert.ok(python.includes(`client = OpenAI(base_url="${url}", api_key="${secret}"${verify})`), python);
+  if (selfSigned) {
+    const pem = await bob.locator('[data-testid=token-cacert] a').getAttribute('href');
+    const got = await bob.request.get(`${BASE}${pem}`);
+    assert.equal(got.status(), 200);
+    assert.match(await got.text(), /^-----BEGIN CERTIFICATE-----/);
+  }
   await bob.waitForSelector('[data-testid=tokens-table] tr[data-token=laptop]');
   assert.match(await row(bob, 'tokens-table', 'laptop').textContent(), new RegExp(`prod.*endpoint: ${name}.*${secret.slice(0, 12)}….*active`));
   await scrollTo(bob, '[data-testid=issued-token]');
@@ -255,10 +290,10 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   const requestsRow = bob.locator('[data-testid=traffic-requests-table] tbody tr').first();
   await requestsRow.waitFor({ timeout: 30000 });
   let traffic = await requestsRow.locator('td').allTextContents();
-  // Time, then per minute 2xx, 4xx, 5xx, 1xx/3xx.
+  // Time, requests, then per minute 2xx, 4xx, 5xx, 1xx/3xx.
   assert.match(traffic[0], /^\d\d:\d\d$/, traffic.join(' | '));
   assert.ok(traffic.slice(1).some((v) => Number(v) > 0), traffic.join(' | '));
-  const ok2xx = await bob.locator('[data-testid=traffic-requests-table] tbody tr td:nth-child(2)').allTextContents();
+  const ok2xx = await bob.locator('[data-testid=traffic-requests-table] tbody tr td:nth-child(3)').allTextContents();
   assert.ok(ok2xx.some((v) => Number(v) >= 1), `2xx per minute: ${ok2xx.join(' | ')}`);
   // Time, requests, 5xx, error rate.
   const errors = await bob.locator('[data-testid=traffic-errors-table] tbody tr').first().locator('td').allTextContents();

@@ -225,6 +225,7 @@ fn TrafficView(t: EndpointTraffic) -> impl IntoView {
         .map(|p| {
             vec![
                 when(p),
+                p.requests.to_string(),
                 rate(p.per_minute(p.by_class[1])),
                 rate(p.per_minute(p.by_class[3])),
                 rate(p.per_minute(p.by_class[4])),
@@ -275,7 +276,7 @@ fn TrafficView(t: EndpointTraffic) -> impl IntoView {
             "Requests per minute by status class",
             "traffic-requests",
             Some(view! { <StackedBars id="traffic-requests-chart" label="Requests per minute by status class".to_string() data=requests still=true/> }.into_any()),
-            &[("Time", true), ("2xx", true), ("4xx", true), ("5xx", true), ("1xx/3xx", true)],
+            &[("Time", true), ("Requests", true), ("2xx /min", true), ("4xx /min", false), ("5xx /min", true), ("1xx/3xx /min", false)],
             requests_rows,
         )}
         {panel(
@@ -484,7 +485,8 @@ mod tests {
     #[test]
     fn numbers_read_as_people_say_them() {
         assert_eq!(rate(6.0), "6");
-        assert_eq!(rate(1.25), "1.2");
+        assert_eq!(rate(1.24), "1.2");
+        assert_eq!(rate(1.25), "1.3");
         assert_eq!(percent(1.0 / 3.0), "33.3 %");
         assert_eq!(percent(0.0), "0 %");
         assert_eq!(ttfb(Some(30_000.0)), "> 30.00 s");

@@ -14,7 +14,8 @@ use crate::api::{
 };
 use crate::form::{done, echo, echo_or, echo_selected};
 use crate::model::{
-    EndpointSummary, EndpointsOverview, GatewayToken, GatewayTokenKind, IssuedGatewayToken,
+    CertificateSource, EndpointSummary, EndpointsOverview, GatewayToken, GatewayTokenKind,
+    IssuedGatewayToken,
 };
 use crate::pages::confirm::{opened, BUTTON_DANGER};
 use crate::time::format_ms;
@@ -157,18 +158,27 @@ pub fn example_target(d: &EndpointsOverview, t: &GatewayToken) -> Option<(String
         })
 }
 
-/// A chat completion with `curl` at the endpoint's URL.
-pub fn curl_example(url: &str, token: &str, model: &str) -> String {
+/// A chat completion with `curl` at the endpoint's URL (trusting `cacert`, the gateway's
+/// self-signed certificate, when given).
+pub fn curl_example(url: &str, token: &str, model: &str, cacert: Option<&str>) -> String {
+    let trust = cacert.map_or_else(String::new, |f| format!(" --cacert {f}"));
     format!(
-        "curl {}/chat/completions \\\n  -H \"Authorization: Bearer {token}\" \\\n  -H \"Content-Type: application/json\" \\\n  -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
+        "curl{trust} {}/chat/completions \\\n  -H \"Authorization: Bearer {token}\" \\\n  -H \"Content-Type: application/json\" \\\n  -d '{{\"model\": \"{model}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'",
         url.trim_end_matches('/')
     )
 }
 
 /// The same with the OpenAI Python client: its `base_url` is the endpoint's URL.
-pub fn python_example(url: &str, token: &str, model: &str) -> String {
+pub fn python_example(url: &str, token: &str, model: &str, cacert: Option<&str>) -> String {
+    let (import, client) = match cacert {
+        Some(f) => (
+            "import httpx\n",
+            format!(", http_client=httpx.Client(verify=\"{f}\")"),
+        ),
+        None => ("", String::new()),
+    };
     format!(
-        "from openai import OpenAI\n\nclient = OpenAI(base_url=\"{url}\", api_key=\"{token}\")\nreply = client.chat.completions.create(\n    model=\"{model}\",\n    messages=[{{\"role\": \"user\", \"content\": \"Hello\"}}],\n)\nprint(reply.choices[0].message.content)"
+        "{import}from openai import OpenAI\n\nclient = OpenAI(base_url=\"{url}\", api_key=\"{token}\"{client})\nreply = client.chat.completions.create(\n    model=\"{model}\",\n    messages=[{{\"role\": \"user\", \"content\": \"Hello\"}}],\n)\nprint(reply.choices[0].message.content)"
     )
 }
 
@@ -193,15 +203,36 @@ fn IssuedToken(t: IssuedGatewayToken, d: EndpointsOverview) -> impl IntoView {
             )
         }
     };
+    // A self-signed certificate must be trusted explicitly: its PEM, named after the gateway.
+    let self_signed = d
+        .gateways
+        .iter()
+        .find(|g| g.id == t.info.gateway_id && g.certificate == CertificateSource::SelfSigned)
+        .map(|g| {
+            (
+                format!("{}.pem", g.name),
+                format!("/api/v1/gateways/{}/certificate", g.id),
+            )
+        });
+    let cacert = self_signed.as_ref().map(|(file, _)| file.as_str());
+    let curl = curl_example(&url, &t.token, &model, cacert);
+    let python = python_example(&url, &t.token, &model, cacert);
     view! {
         <div class="rounded-lg border border-amber-200 bg-amber-50 p-4 text-sm shadow-sm sm:p-5" role="status" data-testid="issued-token">
             <p class="font-medium text-amber-900">{format!("Token {} for gateway {}. Copy it now: it is shown once.", t.info.name, t.info.gateway_name)}</p>
             <code class=format!("{CODE} block break-all") data-testid="token-secret">{t.token.clone()}</code>
             {note.map(|n| view! { <p class="mt-2 text-amber-900">{n}</p> })}
             <p class="mt-3 font-medium text-slate-700">"With curl"</p>
-            <pre class=CODE data-testid="token-curl">{curl_example(&url, &t.token, &model)}</pre>
+            {self_signed.clone().map(|(file, href)| view! {
+                <p class="mt-2 text-slate-700" data-testid="token-cacert">
+                    "This gateway's certificate is self-signed: save "
+                    <a class="text-indigo-700 underline" href=href download=file.clone()>{file.clone()}</a>
+                    " beside you and trust it as below."
+                </p>
+            })}
+            <pre class=CODE data-testid="token-curl">{curl}</pre>
             <p class="mt-3 font-medium text-slate-700">"With the OpenAI Python client"</p>
-            <pre class=CODE data-testid="token-python">{python_example(&url, &t.token, &model)}</pre>
+            <pre class=CODE data-testid="token-python">{python}</pre>
         </div>
     }
 }
@@ -439,10 +470,24 @@ mod tests {
 
     #[test]
     fn the_examples_call_the_url_as_given() {
-        let curl = curl_example("http://127.0.0.1:18700/v1/", "syg_x", "llama");
+        let curl = curl_example("http://127.0.0.1:18700/v1/", "syg_x", "llama", None);
         assert!(curl.starts_with("curl http://127.0.0.1:18700/v1/chat/completions \\\n"));
+        let trusting = curl_example(
+            "https://127.0.0.1:18700/v1",
+            "syg_x",
+            "llama",
+            Some("prod.pem"),
+        );
+        assert!(trusting
+            .starts_with("curl --cacert prod.pem https://127.0.0.1:18700/v1/chat/completions"));
+        let py = python_example("https://h/v1", "syg_x", "llama", Some("prod.pem"));
+        assert!(
+            py.starts_with("import httpx\n")
+                && py.contains("http_client=httpx.Client(verify=\"prod.pem\")"),
+            "{py}"
+        );
         assert!(curl.contains("Bearer syg_x") && curl.contains("\"model\": \"llama\""));
-        let py = python_example("http://127.0.0.1:18700/v1", "syg_x", "llama");
+        let py = python_example("http://127.0.0.1:18700/v1", "syg_x", "llama", None);
         assert!(py.contains(
             "client = OpenAI(base_url=\"http://127.0.0.1:18700/v1\", api_key=\"syg_x\")"
         ));

@@ -110,7 +110,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                 view! {
                     <table class=TABLE data-testid="gateways-table">
                         <thead><tr>
-                            <th class=TH>"Name"</th><th class=TH>"Port"</th><th class=TH>"URL"</th>
+                            <th class=TH>"Name"</th><th class=format!("{TH} hidden sm:table-cell")>"Port"</th><th class=TH>"URL"</th>
                             <th class=TH>"Certificate"</th>
                             <th class=format!("{TH} text-right")>"Routes"</th><th class=TH></th>
                         </tr></thead>
@@ -118,7 +118,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                             {rows.into_iter().map(|(g, routes)| view! {
                                 <tr data-gateway=g.name.clone()>
                                     <td class=format!("{TD} font-medium")>{g.name.clone()}</td>
-                                    <td class=format!("{TD} tabular-nums")>{g.port}</td>
+                                    <td class=format!("{TD} hidden sm:table-cell tabular-nums")>{g.port}</td>
                                     <td class=format!("{TD} whitespace-nowrap font-mono text-xs") data-testid="gateway-url">{g.url.clone()}</td>
                                     <td class=format!("{TD} whitespace-nowrap") data-testid="gateway-certificate"><Certificate g=g.clone()/></td>
                                     <td class=format!("{TD} text-right tabular-nums")>{routes}</td>

@@ -7,6 +7,9 @@ use leptos::prelude::*;
 use crate::model::GatewaysOverview;
 use crate::ui::*;
 
+/// Columns left out on a phone.
+const WIDE: &str = "hidden sm:table-cell";
+
 #[component]
 pub fn TcpRoutesCard(d: GatewaysOverview) -> impl IntoView {
     let gateway = |id: &str| {
@@ -35,16 +38,16 @@ pub fn TcpRoutesCard(d: GatewaysOverview) -> impl IntoView {
                     <div class="overflow-x-auto">
                         <table class=TABLE data-testid="tcp-routes-table">
                             <thead><tr>
-                                <th class=TH>"Address"</th><th class=TH>"Gateway"</th><th class=TH>"Leads to"</th>
-                                <th class=TH>"TLS"</th><th class=TH>"Allowed networks"</th>
+                                <th class=TH>"Address"</th><th class=format!("{TH} {WIDE}")>"Gateway"</th><th class=TH>"Leads to"</th>
+                                <th class=format!("{TH} {WIDE}")>"TLS"</th><th class=TH>"Allowed networks"</th>
                             </tr></thead>
                             <tbody class="divide-y divide-slate-100">
                                 {rows.into_iter().map(|(r, g, e)| view! {
                                     <tr>
-                                        <td class=format!("{TD} font-mono")>{r.address.clone()}</td>
-                                        <td class=TD>{g}</td>
+                                        <td class=format!("{TD} whitespace-nowrap font-mono text-xs")>{r.address.clone()}</td>
+                                        <td class=format!("{TD} {WIDE}")>{g}</td>
                                         <td class=TD>{e}</td>
-                                        <td class=TD>{if r.tls { "TLS" } else { "plain" }}</td>
+                                        <td class=format!("{TD} {WIDE}")>{if r.tls { "TLS" } else { "plain" }}</td>
                                         <td class=format!("{TD} font-mono text-xs")>{r.allowed_sources.join(", ")}</td>
                                     </tr>
                                 }).collect_view()}

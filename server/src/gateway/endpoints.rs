@@ -168,6 +168,22 @@ pub(crate) async fn endpoint_rows(
     .collect()
 }
 
+/// The ids of the tenant's endpoints the caller may see (every one for a tenant admin): what
+/// lists of routes are filtered by, so a route does not name an endpoint its reader may not
+/// see.
+pub(crate) async fn visible_ids(
+    store: &Store,
+    p: &Principal,
+) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+    let rights = Rights::load(store, p, ResourceKind::Endpoint).await?;
+    Ok(endpoint_rows(store, p.tenant_id(), None)
+        .await?
+        .into_iter()
+        .filter(|e| rights.on_endpoint(e).is_some())
+        .map(|e| e.id)
+        .collect())
+}
+
 /// The endpoint if the caller holds at least `needed` on it: 404 when they may not see it (as
 /// for another tenant's), 403 when they see it but may not do this.
 pub(crate) async fn endpoint_with(

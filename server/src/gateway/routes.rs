@@ -1,6 +1,6 @@
 //! Routes (`gateway_routes`, written only here): a stable host and/or path prefix on one of the
-//! tenant's gateways that leads to an endpoint. Every member sees them; tenant admins create,
-//! switch and delete them. Switching a route to another endpoint keeps its URL.
+//! tenant's gateways that leads to an endpoint. A member sees those of the endpoints they may
+//! see; tenant admins create, switch and delete them. Switching a route to another endpoint keeps its URL.
 
 use serde_json::json;
 use sqlx::any::AnyRow;
@@ -9,7 +9,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::endpoints::dns_name_ok;
+use super::endpoints::{dns_name_ok, visible_ids};
 use crate::access::{exists, is_admin};
 use crate::audit;
 use crate::http::error::{unique_violation_as, ApiError, ApiResult, AppError, Validator};
@@ -45,7 +45,7 @@ fn route_from_row(r: &AnyRow) -> Result<GatewayRoute, sqlx::Error> {
 
 const ROUTE_COLUMNS: &str = "id, gateway_id, host, path_prefix, endpoint_id, created_at";
 
-/// The tenant's routes (of one gateway, with `gateway_id`), every member sees them.
+/// The tenant's routes (of one gateway, with `gateway_id`) whose endpoint the caller may see.
 pub async fn list_routes(
     store: &Store,
     p: &Principal,
@@ -60,7 +60,15 @@ pub async fn list_routes(
     .bind(gateway_id.unwrap_or(""))
     .fetch_all(&store.pool)
     .await?;
-    Ok(rows.iter().map(route_from_row).collect::<Result<_, _>>()?)
+    let visible = visible_ids(store, p).await?;
+    Ok(rows
+        .iter()
+        .map(route_from_row)
+        .filter(|r| {
+            r.as_ref()
+                .map_or(true, |r| visible.contains(&r.endpoint_id))
+        })
+        .collect::<Result<_, _>>()?)
 }
 
 /// One of the tenant's routes; 404 for anything else.
@@ -74,7 +82,11 @@ pub async fn get_route(store: &Store, p: &Principal, id: &str) -> ApiResult<Gate
     .fetch_optional(&store.pool)
     .await?
     .ok_or(AppError::NotFound)?;
-    Ok(route_from_row(&row)?)
+    let route = route_from_row(&row)?;
+    if !visible_ids(store, p).await?.contains(&route.endpoint_id) {
+        return Err(AppError::NotFound.into());
+    }
+    Ok(route)
 }
 
 fn admin_only(p: &Principal) -> ApiResult<()> {

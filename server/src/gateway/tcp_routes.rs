@@ -2,7 +2,7 @@
 //! `gateway_tcp_ports` on one of the tenant's gateways, forwarded to an endpoint's instances
 //! (`tcp.rs` is the data path). Only the listed source networks may connect; with `tls` the
 //! gateway's certificate terminates TLS first. Tenant admins create, switch and delete them;
-//! every member sees them.
+//! a member sees those of the endpoints they may see.
 
 use serde_json::json;
 use sqlx::any::AnyRow;
@@ -11,6 +11,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
+use super::endpoints::visible_ids;
 use crate::access::{exists, is_admin};
 use crate::audit;
 use crate::config::{GatewayConfig, IpNet};
@@ -55,7 +56,8 @@ fn route_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<TcpRoute, sqlx::Erro
 
 const COLUMNS: &str = "id, gateway_id, endpoint_id, port, tls, sources, created_at";
 
-/// The tenant's TCP routes (of one gateway, with `gateway_id`); every member sees them.
+/// The tenant's TCP routes (of one gateway, with `gateway_id`) whose endpoint the caller may
+/// see.
 pub async fn list(
     store: &Store,
     gw: &GatewayConfig,
@@ -71,9 +73,14 @@ pub async fn list(
     .bind(gateway_id.unwrap_or(""))
     .fetch_all(&store.pool)
     .await?;
+    let visible = visible_ids(store, p).await?;
     Ok(rows
         .iter()
         .map(|r| route_from_row(gw, r))
+        .filter(|r| {
+            r.as_ref()
+                .map_or(true, |r| visible.contains(&r.endpoint_id))
+        })
         .collect::<Result<_, _>>()?)
 }
 
@@ -93,7 +100,11 @@ pub async fn get(
     .fetch_optional(&store.pool)
     .await?
     .ok_or(AppError::NotFound)?;
-    Ok(route_from_row(gw, &row)?)
+    let route = route_from_row(gw, &row)?;
+    if !visible_ids(store, p).await?.contains(&route.endpoint_id) {
+        return Err(AppError::NotFound.into());
+    }
+    Ok(route)
 }
 
 fn admin_only(p: &Principal) -> ApiResult<()> {

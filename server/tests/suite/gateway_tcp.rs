@@ -17,7 +17,10 @@ use crate::common::{Kind, TestApp};
 use crate::gateway_proxy::{created, id, metrics, ports, setup};
 use crate::upstreams;
 
-both_stores!(a_tcp_route_joins_allowed_clients_to_the_endpoint);
+both_stores!(
+    a_tcp_route_joins_allowed_clients_to_the_endpoint,
+    routes_of_an_endpoint_a_member_may_not_see_are_hidden_from_them
+);
 
 /// Reads one line (the instance's greeting); `None` when the gateway closed the connection.
 async fn line<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
@@ -285,4 +288,80 @@ fn tls_client(pem: &str) -> tokio_rustls::TlsConnector {
     .with_root_certificates(roots)
     .with_no_client_auth();
     tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+async fn routes_of_an_endpoint_a_member_may_not_see_are_hidden_from_them(kind: Kind) {
+    let a = upstreams::start_tcp("tcp-a").await;
+    let mut app = TestApp::with_manual_clock(kind).await;
+    let (range, tcp_range) = (ports(), ports());
+    app.reconfigure(|c| {
+        c.gateway.ports = range;
+        c.gateway.tcp_ports = tcp_range;
+    });
+    let gw = setup(app, &[&a]).await;
+    // An endpoint in a project no rule of the member reaches, published both ways.
+    let secret = id(&created(
+        &gw.app,
+        &gw.admin,
+        "/api/v1/projects",
+        json!({"name": "secret"}),
+    )
+    .await);
+    let hidden = id(&created(
+        &gw.app,
+        &gw.admin,
+        "/api/v1/endpoints",
+        json!({"project_id": secret, "name": "hidden", "targets": [a.address()]}),
+    )
+    .await);
+    let route = id(&created(
+        &gw.app,
+        &gw.admin,
+        "/api/v1/routes",
+        json!({"gateway_id": gw.prod, "path_prefix": "/hidden", "endpoint_id": hidden}),
+    )
+    .await);
+    let tcp = id(&created(
+        &gw.app,
+        &gw.admin,
+        "/api/v1/tcp-routes",
+        json!({"gateway_id": gw.prod, "endpoint_id": hidden, "allowed_sources": ["127.0.0.1"]}),
+    )
+    .await);
+    for (list, one) in [
+        ("/api/v1/routes", format!("/api/v1/routes/{route}")),
+        ("/api/v1/tcp-routes", format!("/api/v1/tcp-routes/{tcp}")),
+    ] {
+        let admin_sees = gw.app.get(list, &gw.admin).await;
+        assert!(
+            admin_sees.text.contains(&hidden),
+            "{list}: {}",
+            admin_sees.text
+        );
+        let member_sees = gw.app.get(list, &gw.member).await;
+        assert_eq!(member_sees.status, StatusCode::OK);
+        assert!(
+            !member_sees.text.contains(&hidden),
+            "{list} names a hidden endpoint: {}",
+            member_sees.text
+        );
+        assert_eq!(
+            gw.app.get(&one, &gw.member).await.status,
+            StatusCode::NOT_FOUND,
+            "{one}"
+        );
+        assert_eq!(
+            gw.app.get(&one, &gw.admin).await.status,
+            StatusCode::OK,
+            "{one}"
+        );
+    }
+    // The member's own endpoint's route is still listed to them.
+    let member_routes = gw.app.get("/api/v1/routes", &gw.member).await;
+    assert!(
+        member_routes.text.contains(&gw.endpoint),
+        "{}",
+        member_routes.text
+    );
+    gw.app.finish().await;
 }

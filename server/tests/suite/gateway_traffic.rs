@@ -76,7 +76,12 @@ async fn an_endpoint_s_traffic_is_sampled_into_a_series(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    r.bytes().await.unwrap();
+    let got: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        got["received"],
+        upload.len(),
+        "the upload reached the upstream whole"
+    );
     // Two answered 500 by the upstream: 5xx, yet the instance answered (no failure).
     for _ in 0..2 {
         let r = client()

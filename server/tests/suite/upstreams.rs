@@ -160,6 +160,12 @@ async fn slow(State(c): State<Ctx>) -> Response {
     axum::Json(json!({"instance": c.name})).into_response()
 }
 
+/// Reads the whole upload, then says how many bytes it got.
+async fn files(State(c): State<Ctx>, body: Bytes) -> Response {
+    c.seen.requests.fetch_add(1, Ordering::Relaxed);
+    axum::Json(json!({"instance": c.name, "received": body.len()})).into_response()
+}
+
 async fn fail(State(c): State<Ctx>) -> Response {
     c.seen.requests.fetch_add(1, Ordering::Relaxed);
     (StatusCode::INTERNAL_SERVER_ERROR, "model crashed").into_response()
@@ -172,6 +178,7 @@ pub async fn start(name: &str) -> Upstream {
         .route("/v1/chat/completions", post(chat))
         .route("/fail", any(fail))
         .route("/v1/slow", any(slow))
+        .route("/v1/files", post(files))
         .fallback(echo)
         .with_state(Ctx {
             name: name.to_string(),

@@ -10,8 +10,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use super::chart::{LineChart, Lines, Stacked, StackedBars};
-use super::endpoint::{bytes_text, latency_text};
 use super::policy::live_tick;
+use super::units::{bytes_text, latency_text};
 use crate::api::load_endpoint_traffic;
 use crate::model::{EndpointTraffic, TrafficPoint, TrafficWindow};
 use crate::time::format_ms;

@@ -22,6 +22,7 @@ mod rules;
 mod settings;
 mod shell;
 mod sso;
+mod units;
 mod user;
 
 pub use access::UserAccessPage;

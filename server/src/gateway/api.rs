@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use app::model::*;
 
-use super::{endpoints, instances, routes as gw_routes, series, tokens};
+use super::{endpoints, instances, routes as gw_routes, sampler, tokens};
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::Caller;
@@ -91,7 +91,8 @@ async fn endpoint_metrics(
 ) -> ApiResult<Json<EndpointTraffic>> {
     let window = TrafficWindow::parse(q.window.as_deref())?;
     Ok(Json(
-        series::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, &p, &id, window).await?,
+        sampler::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, &p, &id, window)
+            .await?,
     ))
 }
 

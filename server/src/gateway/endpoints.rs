@@ -13,8 +13,7 @@ use sqlx::Row;
 use app::access::{effective, Action, Permission, ResourceKind, Rule, Subject, Target};
 use app::model::*;
 
-use super::names::{name_ok, NAME_RULE};
-use super::tcp_routes::Owner;
+use super::names::{name_ok, Owner, NAME_RULE};
 use crate::access::{groups_of, is_admin, project_chain, project_parents, rules_for};
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -428,7 +427,7 @@ pub async fn delete_endpoint(
         .await?;
     }
     let tcp_ports =
-        super::tcp_routes::remove_with(&mut tx, p.tenant_id(), Owner::Endpoint, id).await?;
+        super::names::remove_tcp_routes(&mut tx, p.tenant_id(), Owner::Endpoint, id).await?;
     super::names::delete_owned(&mut tx, "endpoints", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,

@@ -10,8 +10,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::names::{base_url, name_ok, NAME_RULE};
-use super::tcp_routes::Owner;
+use super::names::{base_url, name_ok, Owner, NAME_RULE};
 use crate::access::is_admin;
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -220,7 +219,7 @@ pub async fn delete_gateway(
         .execute(&mut *tx.tx)
         .await?;
     let tcp_ports =
-        super::tcp_routes::remove_with(&mut tx, p.tenant_id(), Owner::Gateway, id).await?;
+        super::names::remove_tcp_routes(&mut tx, p.tenant_id(), Owner::Gateway, id).await?;
     super::names::delete_owned(&mut tx, "gateways", p.tenant_id(), id).await?;
     audit::record(
         &mut tx,

@@ -31,6 +31,13 @@ pub(super) struct Listener {
     pub(super) _stop: tokio::sync::oneshot::Sender<()>,
 }
 
+/// A raw TCP route's listener as the reconcile loop keeps it.
+pub(super) struct TcpListenerHandle {
+    pub(super) tls: bool,
+    /// Dropped to stop accepting; open connections finish.
+    pub(super) _stop: tokio::sync::oneshot::Sender<()>,
+}
+
 /// Serves `app` on `tcp` until `stopped` fires (or its sender is dropped).
 pub(super) fn spawn(
     tcp: TcpListener,

@@ -2,7 +2,9 @@
 //! first byte (a Prometheus histogram), bytes received from and sent to clients, requests and
 //! streams in flight. Labelled by the endpoint's id (bounded: one series per endpoint row) and
 //! name. Per instance: requests, failures, in flight and the distinct sessions sent to it
-//! ([`Sessions`]). The [`super::series`] sampler turns them into time series every 10 s.
+//! ([`Sessions`]). The [`super::sampler`] turns them into time series every 10 s. A request
+//! or stream holds its place in flight through an [`Inflight`]. Per raw TCP route
+//! ([`TcpStats`]): connections accepted, refused and failed, open, and bytes both ways.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -96,8 +98,6 @@ impl EndpointStats {
 #[derive(Default)]
 pub struct Registry {
     by_endpoint: Mutex<HashMap<String, Arc<EndpointStats>>>,
-    /// The counters sampled over time (the last hour per endpoint).
-    pub series: super::series::Series,
 }
 
 impl Registry {
@@ -319,5 +319,113 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("# TYPE switchyard_gateway_bytes_in_total counter"));
+    }
+}
+
+/// A route's counters for `/metrics` (by route id, kept for the life of the process).
+#[derive(Default)]
+pub struct TcpStats {
+    pub port: AtomicU64,
+    pub connections: AtomicU64,
+    pub refused: AtomicU64,
+    pub active: AtomicU64,
+    /// Client to instance, and back.
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    /// Connections no instance took.
+    pub failed: AtomicU64,
+}
+
+/// Every TCP route's counters.
+#[derive(Default)]
+pub struct TcpRegistry {
+    by_route: Mutex<HashMap<String, Arc<TcpStats>>>,
+}
+
+impl TcpRegistry {
+    pub fn route(&self, id: &str, port: u16) -> Arc<TcpStats> {
+        let mut m = match self.by_route.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        let s = m.entry(id.to_string()).or_default().clone();
+        s.port.store(u64::from(port), Ordering::Relaxed);
+        s
+    }
+
+    /// The counters in Prometheus text format (one series per route row: bounded).
+    pub fn render(&self, out: &mut String) {
+        let m = match self.by_route.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        let mut rows: Vec<_> = m.iter().collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        type Read = fn(&TcpStats) -> u64;
+        let series: [(&str, &str, &str, Read); 6] = [
+            (
+                "switchyard_gateway_tcp_connections_total",
+                "counter",
+                "Connections accepted by raw TCP routes.",
+                |s| s.connections.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_gateway_tcp_refused_total",
+                "counter",
+                "Connections closed because their source is not allowed.",
+                |s| s.refused.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_gateway_tcp_failed_total",
+                "counter",
+                "Connections no instance took.",
+                |s| s.failed.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_gateway_tcp_active",
+                "gauge",
+                "Open connections.",
+                |s| s.active.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_gateway_tcp_bytes_in_total",
+                "counter",
+                "Bytes from clients to instances.",
+                |s| s.bytes_in.load(Ordering::Relaxed),
+            ),
+            (
+                "switchyard_gateway_tcp_bytes_out_total",
+                "counter",
+                "Bytes from instances to clients.",
+                |s| s.bytes_out.load(Ordering::Relaxed),
+            ),
+        ];
+        for (name, kind, help, read) in series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (id, s) in &rows {
+                let port = s.port.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "{name}{{route_id=\"{id}\",port=\"{port}\"}} {}",
+                    read(s)
+                );
+            }
+        }
+    }
+}
+
+/// Counts a request in flight to its endpoint and instance until its response body ends
+/// (or is dropped: the client went away).
+pub struct Inflight {
+    pub endpoint: Arc<EndpointStats>,
+    pub target: Option<Arc<TargetState>>,
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        self.endpoint.inflight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(t) = &self.target {
+            t.inflight.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }

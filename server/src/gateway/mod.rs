@@ -19,6 +19,7 @@ pub mod overview;
 pub mod proxy;
 pub mod routes;
 pub mod runtime;
+pub mod sampler;
 pub mod series;
 pub mod shared;
 pub mod snapshot;

@@ -1,5 +1,6 @@
 //! What the gateway's resource modules share: the rule for names, the URL a gateway's route
-//! is reached at, and deleting one of the gateway's rows.
+//! is reached at, the tenant-admin check of route changes, deleting one of the gateway's rows,
+//! and removing the TCP routes of a gateway or endpoint being deleted.
 
 use std::net::SocketAddr;
 
@@ -26,6 +27,51 @@ pub(super) async fn delete_owned(
         return Err(AppError::NotFound.into());
     }
     Ok(())
+}
+
+/// Removes the TCP routes of a gateway or an endpoint being deleted (in its transaction):
+/// their ports, for its audit entry.
+pub(super) async fn remove_tcp_routes(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    column: Owner,
+    id: &str,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let column = match column {
+        Owner::Gateway => "gateway_id",
+        Owner::Endpoint => "endpoint_id",
+    };
+    let ports: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT port FROM gateway_tcp_routes WHERE tenant_id = $1 AND {column} = $2 ORDER BY port"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_all(&mut *tx.tx)
+    .await?;
+    sqlx::query(&format!(
+        "DELETE FROM gateway_tcp_routes WHERE tenant_id = $1 AND {column} = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(ports)
+}
+
+/// What a removed row held TCP routes through.
+pub(super) enum Owner {
+    Gateway,
+    Endpoint,
+}
+
+/// 403 unless the caller is a tenant admin (who alone changes routes).
+pub(super) fn admin_only(p: &app::model::Principal) -> ApiResult<()> {
+    crate::http::require(p, app::access::Action::ViewDirectory)?;
+    if crate::access::is_admin(p) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden.into())
+    }
 }
 
 /// What endpoint and gateway names may be: 1 to 100 of `a-z`, `0-9` and `-`.

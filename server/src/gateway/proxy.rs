@@ -29,9 +29,8 @@ use serde_json::json;
 
 use app::model::GatewayTokenKind;
 
-use super::affinity::{key_hash, session_key, KeySource, DEFAULT_BALANCE_FACTOR, MAX_BODY_SCAN};
-use super::metrics::EndpointStats;
-use super::metrics::TargetState;
+use super::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
+use super::metrics::Inflight;
 use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
 use super::upgrade;
@@ -349,16 +348,7 @@ async fn forward(
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     for _ in 0..ATTEMPTS.min(ep.targets.len().max(1)) {
-        let load: Vec<u64> = ep
-            .targets
-            .iter()
-            .map(|t| t.state.inflight.load(Ordering::Relaxed))
-            .collect();
-        let pick = ep
-            .ring
-            .pick(key, &load, DEFAULT_BALANCE_FACTOR, &tried)
-            .or_else(|| ep.ring.pick(key, &load, f64::INFINITY, &tried));
-        let Some(i) = pick else {
+        let Some(i) = ep.pick(key, &tried) else {
             break;
         };
         tried.push(i);
@@ -472,22 +462,6 @@ async fn forward(
             "The endpoint's instances could not be reached",
             Source::Upstream,
         )
-    }
-}
-
-/// Counts a request in flight to its endpoint and instance until its response body ends
-/// (or is dropped: the client went away).
-pub(super) struct Inflight {
-    pub(super) endpoint: Arc<EndpointStats>,
-    target: Option<Arc<TargetState>>,
-}
-
-impl Drop for Inflight {
-    fn drop(&mut self) {
-        self.endpoint.inflight.fetch_sub(1, Ordering::Relaxed);
-        if let Some(t) = &self.target {
-            t.inflight.fetch_sub(1, Ordering::Relaxed);
-        }
     }
 }
 

@@ -10,9 +10,10 @@ use app::access::Action;
 use app::model::*;
 
 use super::endpoints::{dns_name_ok, visible_ids};
-use crate::access::{exists, is_admin};
+use super::names::admin_only;
+use crate::access::exists;
 use crate::audit;
-use crate::http::error::{unique_violation_as, ApiError, ApiResult, AppError, Validator};
+use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
 use crate::http::require;
 use crate::store::{new_id, Store};
 
@@ -87,15 +88,6 @@ pub async fn get_route(store: &Store, p: &Principal, id: &str) -> ApiResult<Gate
         return Err(AppError::NotFound.into());
     }
     Ok(route)
-}
-
-fn admin_only(p: &Principal) -> ApiResult<()> {
-    require(p, Action::ViewDirectory)?;
-    if is_admin(p) {
-        Ok(())
-    } else {
-        Err(ApiError(AppError::Forbidden))
-    }
 }
 
 /// Publishes an endpoint on a gateway under a host and/or path prefix (tenant admins).

@@ -11,10 +11,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::listener::Listener;
+use super::listener::TcpListenerHandle;
 use super::proxy;
 use super::shared::Gateways;
 use super::snapshot::{GatewaySnap, Snapshot};
-use super::tcp::TcpListenerHandle;
 use super::tls::{self, Tls};
 
 /// How often listeners are reconciled with the gateways and instances are probed.
@@ -233,7 +233,7 @@ impl Gateways {
 /// [`RECONCILE_EVERY`] of a commit in this process), instances are probed every
 /// [`PROBE_EVERY`]; and the sampler of the endpoints' traffic over time.
 pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
-    super::series::spawn(g.clone());
+    super::sampler::spawn(g.clone());
     tokio::spawn(async move {
         let mut seen = u64::MAX;
         let mut probed = tokio::time::Instant::now() - PROBE_EVERY;

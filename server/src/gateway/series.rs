@@ -5,7 +5,8 @@
 //! it again. An endpoint gone from the snapshot is dropped with its ring, so memory stays
 //! bounded by the endpoints that exist.
 //!
-//! `GET /api/v1/endpoints/{id}/metrics` and the endpoint's page read it ([`endpoint_traffic`]):
+//! `GET /api/v1/endpoints/{id}/metrics` and the endpoint's page read it
+//! ([`super::sampler::endpoint_traffic`]):
 //! one point per sample for 15 minutes, one per minute for the hour. A point's percentiles of
 //! time to first byte are estimated from the histogram's bucket deltas in it (merged over the
 //! minute's samples), linearly inside the bucket that holds the rank, as Prometheus'
@@ -16,23 +17,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
-use app::model::{
-    quantile_ms, EndpointTraffic, InstancePoint, Principal, TrafficPoint, TrafficWindow,
-};
+use app::model::{quantile_ms, InstancePoint, TrafficPoint, TrafficWindow};
 
 use super::metrics::{EndpointStats, BUCKETS};
-use super::shared::Gateways;
-use crate::config::GatewayConfig;
-use crate::http::error::ApiResult;
-use crate::store::Store;
 
 /// How often the counters are sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 /// Samples kept per endpoint: an hour of them.
 pub const KEEP: usize = 360;
-const SAMPLE_MS: i64 = SAMPLE_EVERY.as_millis() as i64;
+pub(super) const SAMPLE_MS: i64 = SAMPLE_EVERY.as_millis() as i64;
 /// The histogram's buckets, then above the last bound.
 const SLOTS: usize = BUCKETS.len() + 1;
 
@@ -309,78 +302,6 @@ fn point(samples: &[&Sample]) -> TrafficPoint {
         completion_tokens: d.completion_tokens,
         instances,
     }
-}
-
-impl Gateways {
-    /// Samples every endpoint's counters now (the sampler does every [`SAMPLE_EVERY`]; tests
-    /// call it to take one at once). Without the configuration (the store unreachable) no
-    /// sample is taken and no endpoint dropped.
-    pub async fn sample_now(&self) {
-        let snap = match self.current().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "gateway: no traffic sample: its configuration could not be read");
-                return;
-            }
-        };
-        let now = self.store.now();
-        let readings = snap
-            .endpoints
-            .values()
-            .map(|e| Reading {
-                endpoint_id: e.id.clone(),
-                totals: Totals::read(&e.stats),
-                in_flight: e.stats.inflight.load(Ordering::Relaxed),
-                instances: e
-                    .targets
-                    .iter()
-                    .map(|t| InstanceReading {
-                        target_id: t.id.as_str().into(),
-                        address: t.address.as_str().into(),
-                        requests: t.state.requests.load(Ordering::Relaxed),
-                        failures: t.state.failures.load(Ordering::Relaxed),
-                        in_flight: t.state.inflight.load(Ordering::Relaxed),
-                        healthy: t.authority.is_some() && t.state.usable(now, t.job),
-                        sessions: t.state.sessions.take(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        self.metrics.series.record(now, readings);
-    }
-}
-
-/// Starts the sampler: a sample every [`SAMPLE_EVERY`], the first at once.
-pub fn spawn(g: Arc<Gateways>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(SAMPLE_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            g.sample_now().await;
-        }
-    })
-}
-
-/// An endpoint's traffic over `window`: 404 when the caller may not see the endpoint (as
-/// `GET /api/v1/endpoints/{id}`).
-pub async fn endpoint_traffic(
-    store: &Store,
-    gw: &GatewayConfig,
-    g: &Gateways,
-    p: &Principal,
-    id: &str,
-    window: TrafficWindow,
-) -> ApiResult<EndpointTraffic> {
-    super::endpoints::get_endpoint(store, gw, p, id).await?;
-    let now = store.now();
-    Ok(EndpointTraffic {
-        endpoint_id: id.to_string(),
-        window,
-        sample_ms: SAMPLE_MS,
-        now,
-        points: g.metrics.series.traffic(id, window, now),
-    })
 }
 
 #[cfg(test)]

@@ -15,9 +15,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::listener::Listener;
+use super::listener::TcpListenerHandle;
 use super::metrics::TargetState;
+use super::metrics::TcpRegistry;
 use super::snapshot::Snapshot;
-use super::tcp::{TcpListenerHandle, TcpRegistry};
 use super::tls::Tls;
 use crate::config::GatewayConfig;
 use crate::store::Store;
@@ -45,6 +46,8 @@ pub struct Gateways {
     pub metrics: super::metrics::Registry,
     /// Per TCP route counters for `/metrics`.
     pub tcp: TcpRegistry,
+    /// The endpoints' counters sampled over time (the last hour per endpoint).
+    pub series: super::series::Series,
 }
 
 impl Gateways {
@@ -72,6 +75,7 @@ impl Gateways {
             self_signed: Mutex::new(HashMap::new()),
             metrics: Default::default(),
             tcp: Default::default(),
+            series: Default::default(),
         })
     }
 

@@ -13,7 +13,7 @@ use sqlx::Row;
 use app::access::{can, Permission, ResourceKind, Rule, Scope, Subject, Target};
 use app::model::GatewayTokenKind;
 
-use super::affinity::{Member, Ring, DEFAULT_VNODES};
+use super::affinity::{Member, Ring, DEFAULT_BALANCE_FACTOR, DEFAULT_VNODES};
 use super::metrics::{EndpointStats, TargetState};
 use crate::access::project_chain;
 use crate::store::Store;
@@ -117,6 +117,22 @@ pub struct Snapshot {
     pub serving: Vec<String>,
     /// Raw TCP routes of existing gateways, by port.
     pub tcp: HashMap<u16, TcpRouteSnap>,
+}
+
+impl EndpointSnap {
+    /// The instance for `key`: consistent hashing with bounded load
+    /// ([`DEFAULT_BALANCE_FACTOR`]), past the bound only when every other instance is in
+    /// `tried` (skipped: tried already, down or ejected).
+    pub fn pick(&self, key: u64, tried: &[usize]) -> Option<usize> {
+        let load: Vec<u64> = self
+            .targets
+            .iter()
+            .map(|t| t.state.inflight.load(std::sync::atomic::Ordering::Relaxed))
+            .collect();
+        self.ring
+            .pick(key, &load, DEFAULT_BALANCE_FACTOR, tried)
+            .or_else(|| self.ring.pick(key, &load, f64::INFINITY, tried))
+    }
 }
 
 impl RouteSnap {

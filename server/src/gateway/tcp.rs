@@ -9,18 +9,17 @@
 //! its networks applies to the next connection without a restart; open connections are left
 //! alone, and a closed route's listener lets them finish.
 
-use std::collections::HashMap;
-use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use super::affinity::{key_hash, DEFAULT_BALANCE_FACTOR};
+use super::affinity::key_hash;
+use super::metrics::TcpStats;
 use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{Snapshot, TcpRouteSnap};
 
@@ -30,105 +29,6 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 const CONNECT: Duration = Duration::from_secs(2);
 /// Instances tried for one connection.
 const ATTEMPTS: usize = 3;
-
-/// A TCP route's listener as the reconcile loop keeps it.
-pub(super) struct TcpListenerHandle {
-    pub(super) tls: bool,
-    /// Dropped to stop accepting; open connections finish.
-    pub(super) _stop: oneshot::Sender<()>,
-}
-
-/// A route's counters for `/metrics` (by route id, kept for the life of the process).
-#[derive(Default)]
-pub struct TcpStats {
-    pub port: AtomicU64,
-    pub connections: AtomicU64,
-    pub refused: AtomicU64,
-    pub active: AtomicU64,
-    /// Client to instance, and back.
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    /// Connections no instance took.
-    pub failed: AtomicU64,
-}
-
-/// Every TCP route's counters.
-#[derive(Default)]
-pub struct TcpRegistry {
-    by_route: Mutex<HashMap<String, Arc<TcpStats>>>,
-}
-
-impl TcpRegistry {
-    pub fn route(&self, id: &str, port: u16) -> Arc<TcpStats> {
-        let mut m = match self.by_route.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        let s = m.entry(id.to_string()).or_default().clone();
-        s.port.store(u64::from(port), Ordering::Relaxed);
-        s
-    }
-
-    /// The counters in Prometheus text format (one series per route row: bounded).
-    pub fn render(&self, out: &mut String) {
-        let m = match self.by_route.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        let mut rows: Vec<_> = m.iter().collect();
-        rows.sort_by(|a, b| a.0.cmp(b.0));
-        type Read = fn(&TcpStats) -> u64;
-        let series: [(&str, &str, &str, Read); 6] = [
-            (
-                "switchyard_gateway_tcp_connections_total",
-                "counter",
-                "Connections accepted by raw TCP routes.",
-                |s| s.connections.load(Ordering::Relaxed),
-            ),
-            (
-                "switchyard_gateway_tcp_refused_total",
-                "counter",
-                "Connections closed because their source is not allowed.",
-                |s| s.refused.load(Ordering::Relaxed),
-            ),
-            (
-                "switchyard_gateway_tcp_failed_total",
-                "counter",
-                "Connections no instance took.",
-                |s| s.failed.load(Ordering::Relaxed),
-            ),
-            (
-                "switchyard_gateway_tcp_active",
-                "gauge",
-                "Open connections.",
-                |s| s.active.load(Ordering::Relaxed),
-            ),
-            (
-                "switchyard_gateway_tcp_bytes_in_total",
-                "counter",
-                "Bytes from clients to instances.",
-                |s| s.bytes_in.load(Ordering::Relaxed),
-            ),
-            (
-                "switchyard_gateway_tcp_bytes_out_total",
-                "counter",
-                "Bytes from instances to clients.",
-                |s| s.bytes_out.load(Ordering::Relaxed),
-            ),
-        ];
-        for (name, kind, help, read) in series {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (id, s) in &rows {
-                let port = s.port.load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "{name}{{route_id=\"{id}\",port=\"{port}\"}} {}",
-                    read(s)
-                );
-            }
-        }
-    }
-}
 
 /// Accepts on `tcp` for the route on `port` until `stopped` fires.
 pub(super) fn spawn(
@@ -239,15 +139,7 @@ async fn connect(
         .map(|(i, _)| i)
         .collect();
     for _ in 0..ATTEMPTS {
-        let load: Vec<u64> = ep
-            .targets
-            .iter()
-            .map(|t| t.state.inflight.load(Ordering::Relaxed))
-            .collect();
-        let i = ep
-            .ring
-            .pick(key, &load, DEFAULT_BALANCE_FACTOR, &tried)
-            .or_else(|| ep.ring.pick(key, &load, f64::INFINITY, &tried))?;
+        let i = ep.pick(key, &tried)?;
         tried.push(i);
         let t = &ep.targets[i];
         match tokio::time::timeout(CONNECT, TcpStream::connect(&t.address)).await {

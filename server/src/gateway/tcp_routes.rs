@@ -12,12 +12,13 @@ use app::access::Action;
 use app::model::*;
 
 use super::endpoints::visible_ids;
-use crate::access::{exists, is_admin};
+use super::names::admin_only;
+use crate::access::exists;
 use crate::audit;
 use crate::config::{GatewayConfig, IpNet};
-use crate::http::error::{ApiError, ApiResult, AppError, Validator};
+use crate::http::error::{ApiResult, AppError, Validator};
 use crate::http::require;
-use crate::store::{is_unique_violation, new_id, Store, WriteTx};
+use crate::store::{is_unique_violation, new_id, Store};
 
 /// Tries at taking a free port before giving up (another replica may take the same one).
 const PORT_ATTEMPTS: usize = 5;
@@ -105,15 +106,6 @@ pub async fn get(
         return Err(AppError::NotFound.into());
     }
     Ok(route)
-}
-
-fn admin_only(p: &Principal) -> ApiResult<()> {
-    require(p, Action::ViewDirectory)?;
-    if is_admin(p) {
-        Ok(())
-    } else {
-        Err(ApiError(AppError::Forbidden))
-    }
 }
 
 fn joined(nets: &[IpNet]) -> String {
@@ -292,41 +284,6 @@ pub async fn delete(
     .await?;
     tx.commit().await?;
     Ok(())
-}
-
-/// Removes the TCP routes of a gateway or an endpoint being deleted (in its transaction):
-/// their ports, for its audit entry.
-pub(super) async fn remove_with(
-    tx: &mut WriteTx,
-    tenant_id: &str,
-    column: Owner,
-    id: &str,
-) -> Result<Vec<i64>, sqlx::Error> {
-    let column = match column {
-        Owner::Gateway => "gateway_id",
-        Owner::Endpoint => "endpoint_id",
-    };
-    let ports: Vec<i64> = sqlx::query_scalar(&format!(
-        "SELECT port FROM gateway_tcp_routes WHERE tenant_id = $1 AND {column} = $2 ORDER BY port"
-    ))
-    .bind(tenant_id)
-    .bind(id)
-    .fetch_all(&mut *tx.tx)
-    .await?;
-    sqlx::query(&format!(
-        "DELETE FROM gateway_tcp_routes WHERE tenant_id = $1 AND {column} = $2"
-    ))
-    .bind(tenant_id)
-    .bind(id)
-    .execute(&mut *tx.tx)
-    .await?;
-    Ok(ports)
-}
-
-/// What a removed row held TCP routes through.
-pub(super) enum Owner {
-    Gateway,
-    Endpoint,
 }
 
 #[cfg(test)]

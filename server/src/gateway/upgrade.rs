@@ -15,7 +15,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
-use super::proxy::Inflight;
+use super::metrics::Inflight;
 
 /// The protocol asked for (`Upgrade`'s value) when the request asks to switch protocols.
 pub(super) fn requested(headers: &HeaderMap) -> Option<HeaderValue> {

@@ -502,7 +502,7 @@ impl Backend for WebBackend {
     ) -> Result<EndpointTraffic, AppError> {
         let s = &self.state;
         Ok(
-            gw::series::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, p, id, window)
+            gw::sampler::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, p, id, window)
                 .await?,
         )
     }

@@ -10,7 +10,7 @@ use sqlx::Row;
 use app::access::Action;
 use app::model::*;
 
-use super::names::{base_url, name_ok, Owner, NAME_RULE};
+use super::names::{base_url, free_port, name_ok, Owner, NAME_RULE};
 use crate::access::is_admin;
 use crate::audit;
 use crate::config::GatewayConfig;
@@ -127,14 +127,7 @@ pub async fn create_gateway(
         if taken > 0 {
             return Err(name_taken(&name));
         }
-        let used: Vec<i64> = sqlx::query_scalar(
-            "SELECT port FROM gateways WHERE port >= $1 AND port <= $2 ORDER BY port",
-        )
-        .bind(first)
-        .bind(last)
-        .fetch_all(&mut *tx.tx)
-        .await?;
-        let Some(port) = (first..=last).find(|port| used.binary_search(port).is_err()) else {
+        let Some(port) = free_port(&mut tx, "gateways", first, last).await? else {
             return Err(AppError::Conflict(format!(
                 "No free gateway port: all {} ports of the range {first}-{last} are in use; delete a gateway or widen gateway_ports",
                 last - first + 1

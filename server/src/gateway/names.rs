@@ -64,6 +64,25 @@ pub(super) enum Owner {
     Endpoint,
 }
 
+/// The lowest port of `first..=last` that no row of `table` (`gateways`,
+/// `gateway_tcp_routes`) holds; `None` when every one is taken. Its `UNIQUE (port)` settles a
+/// race with another replica: the loser's insert fails and it looks again.
+pub(super) async fn free_port(
+    tx: &mut WriteTx,
+    table: &str,
+    first: i64,
+    last: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    let used: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT port FROM {table} WHERE port >= $1 AND port <= $2 ORDER BY port"
+    ))
+    .bind(first)
+    .bind(last)
+    .fetch_all(&mut *tx.tx)
+    .await?;
+    Ok((first..=last).find(|port| used.binary_search(port).is_err()))
+}
+
 /// 403 unless the caller is a tenant admin (who alone changes routes).
 pub(super) fn admin_only(p: &app::model::Principal) -> ApiResult<()> {
     crate::http::require(p, app::access::Action::ViewDirectory)?;

@@ -12,7 +12,7 @@ use app::access::Action;
 use app::model::*;
 
 use super::endpoints::visible_ids;
-use super::names::admin_only;
+use super::names::{admin_only, free_port};
 use crate::access::exists;
 use crate::audit;
 use crate::config::{GatewayConfig, IpNet};
@@ -149,14 +149,7 @@ pub async fn create(
         let mut tx = store.begin_write().await?;
         tx.access_changed();
         let now = tx.now();
-        let used: Vec<i64> = sqlx::query_scalar(
-            "SELECT port FROM gateway_tcp_routes WHERE port >= $1 AND port <= $2 ORDER BY port",
-        )
-        .bind(first)
-        .bind(last)
-        .fetch_all(&mut *tx.tx)
-        .await?;
-        let Some(port) = (first..=last).find(|port| used.binary_search(port).is_err()) else {
+        let Some(port) = free_port(&mut tx, "gateway_tcp_routes", first, last).await? else {
             return Err(AppError::Conflict(format!(
                 "No free TCP port: all {} ports of the range {first}-{last} are in use; delete a TCP route or widen gateway_tcp_ports",
                 last - first + 1

@@ -29,7 +29,7 @@
 #   CONNS=16 SECONDS_EACH=5 scripts/gateway-bench.sh
 #   RATE=2000 IDLE_CONNS=10000 ROUTE_ROUNDS=20 scripts/gateway-bench.sh
 #   SKIP_BUILD=1 scripts/gateway-bench.sh    # use the existing target/release/switchyard
-#   SKIP_BUILD=1 BIN=/tmp/switchyard scripts/gateway-bench.sh   # or that binary
+#   SKIP_BUILD=1 BIN=path/to/switchyard scripts/gateway-bench.sh   # or that binary
 #   TOKIO_WORKER_THREADS=1 scripts/gateway-bench.sh  # one runtime thread, one nginx worker
 #   PROFILE=perf.txt scripts/gateway-bench.sh  # also: where the gateway's CPU goes (perf),
 #                                              # plain in perf.txt, TLS in perf-tls.txt

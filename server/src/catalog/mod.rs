@@ -230,6 +230,26 @@ pub async fn create_asset(
     get_asset(store, p, kind, &id).await
 }
 
+/// The catalog page: the projects, the models and datasets the caller may see, and (for
+/// those who manage the directory) the access rules to share them.
+pub async fn page(store: &Store, p: &Principal) -> ApiResult<Catalog> {
+    let admin = app::access::allowed(&p.me, Action::ManageDirectory);
+    let all = crate::identity::directory::ListParams::all();
+    Ok(Catalog {
+        projects: crate::identity::directory::list_projects(store, p, &all)
+            .await?
+            .items,
+        models: list_assets(store, p, ResourceKind::Model).await?,
+        datasets: list_assets(store, p, ResourceKind::Dataset).await?,
+        rules: if admin {
+            crate::access::list_rules(store, p).await?
+        } else {
+            Vec::new()
+        },
+        admin,
+    })
+}
+
 /// Deletes an asset the caller may `manage`.
 pub async fn delete_asset(
     store: &Store,

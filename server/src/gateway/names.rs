@@ -83,6 +83,28 @@ pub(super) async fn free_port(
     Ok((first..=last).find(|port| used.binary_search(port).is_err()))
 }
 
+/// Checks at their fields that a new route's gateway and endpoint are the caller's tenant's.
+pub(super) async fn check_ends(
+    v: &mut crate::http::error::Validator,
+    store: &crate::store::Store,
+    p: &app::model::Principal,
+    gateway_id: &str,
+    endpoint_id: &str,
+) -> Result<(), sqlx::Error> {
+    let tenant = p.tenant_id();
+    v.check(
+        crate::access::exists(store, "gateways", tenant, gateway_id).await?,
+        "gateway_id",
+        "no such gateway",
+    );
+    v.check(
+        crate::access::exists(store, "endpoints", tenant, endpoint_id).await?,
+        "endpoint_id",
+        "no such endpoint",
+    );
+    Ok(())
+}
+
 /// 403 unless the caller is a tenant admin (who alone changes routes).
 pub(super) fn admin_only(p: &app::model::Principal) -> ApiResult<()> {
     crate::http::require(p, app::access::Action::ViewDirectory)?;

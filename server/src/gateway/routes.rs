@@ -6,11 +6,11 @@ use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use app::access::Action;
+use app::access::{Action, Permission};
 use app::model::*;
 
-use super::endpoints::{dns_name_ok, visible_ids};
-use super::names::admin_only;
+use super::endpoints::{dns_name_ok, endpoint_with, visible_ids};
+use super::names::{admin_only, check_ends};
 use crate::access::exists;
 use crate::audit;
 use crate::http::error::{unique_violation_as, ApiResult, AppError, Validator};
@@ -84,9 +84,8 @@ pub async fn get_route(store: &Store, p: &Principal, id: &str) -> ApiResult<Gate
     .await?
     .ok_or(AppError::NotFound)?;
     let route = route_from_row(&row)?;
-    if !visible_ids(store, p).await?.contains(&route.endpoint_id) {
-        return Err(AppError::NotFound.into());
-    }
+    // One of an endpoint the caller may not see is as unknown as another tenant's.
+    endpoint_with(store, p, &route.endpoint_id, Permission::View).await?;
     Ok(route)
 }
 
@@ -101,16 +100,7 @@ pub async fn create_route(
     let host = input.host.trim().to_ascii_lowercase();
     let prefix = input.path_prefix.clone();
     let mut v = Validator::default();
-    v.check(
-        exists(store, "gateways", p.tenant_id(), &input.gateway_id).await?,
-        "gateway_id",
-        "no such gateway",
-    );
-    v.check(
-        exists(store, "endpoints", p.tenant_id(), &input.endpoint_id).await?,
-        "endpoint_id",
-        "no such endpoint",
-    );
+    check_ends(&mut v, store, p, &input.gateway_id, &input.endpoint_id).await?;
     v.check(path_prefix_ok(&prefix), "path_prefix", PREFIX_RULE);
     v.check(
         host.is_empty() || dns_name_ok(&host, false),

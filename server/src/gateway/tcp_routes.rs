@@ -8,11 +8,11 @@ use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use app::access::Action;
+use app::access::{Action, Permission};
 use app::model::*;
 
-use super::endpoints::visible_ids;
-use super::names::{admin_only, free_port};
+use super::endpoints::{endpoint_with, visible_ids};
+use super::names::{admin_only, check_ends, free_port};
 use crate::access::exists;
 use crate::audit;
 use crate::config::{GatewayConfig, IpNet};
@@ -102,9 +102,8 @@ pub async fn get(
     .await?
     .ok_or(AppError::NotFound)?;
     let route = route_from_row(gw, &row)?;
-    if !visible_ids(store, p).await?.contains(&route.endpoint_id) {
-        return Err(AppError::NotFound.into());
-    }
+    // One of an endpoint the caller may not see is as unknown as another tenant's.
+    endpoint_with(store, p, &route.endpoint_id, Permission::View).await?;
     Ok(route)
 }
 
@@ -127,16 +126,7 @@ pub async fn create(
 ) -> ApiResult<TcpRoute> {
     admin_only(p)?;
     let mut v = Validator::default();
-    v.check(
-        exists(store, "gateways", p.tenant_id(), &input.gateway_id).await?,
-        "gateway_id",
-        "no such gateway",
-    );
-    v.check(
-        exists(store, "endpoints", p.tenant_id(), &input.endpoint_id).await?,
-        "endpoint_id",
-        "no such endpoint",
-    );
+    check_ends(&mut v, store, p, &input.gateway_id, &input.endpoint_id).await?;
     let nets = parse_sources(&input.allowed_sources);
     v.check(nets.is_some(), "allowed_sources", SOURCES_RULE);
     v.finish()?;

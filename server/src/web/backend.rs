@@ -408,21 +408,7 @@ impl Backend for WebBackend {
 
     // ---- catalog ----
     async fn catalog(&self, p: &Principal) -> Result<Catalog, AppError> {
-        let store = &self.state.store;
-        let admin = app::access::allowed(&p.me, app::access::Action::ManageDirectory);
-        Ok(Catalog {
-            projects: dir::list_projects(store, p, &ListParams::all())
-                .await?
-                .items,
-            models: catalog::list_assets(store, p, ResourceKind::Model).await?,
-            datasets: catalog::list_assets(store, p, ResourceKind::Dataset).await?,
-            rules: if admin {
-                crate::access::list_rules(store, p).await?
-            } else {
-                Vec::new()
-            },
-            admin,
-        })
+        Ok(catalog::page(&self.state.store, p).await?)
     }
     async fn create_project(
         &self,

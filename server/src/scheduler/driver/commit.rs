@@ -133,7 +133,10 @@ fn named(names: &[&str]) -> String {
     }
 }
 
-/// What a cycle committed: the ids admitted, the ids whose preemption was stored, and the
+/// The event of a job handed to its pool's executor.
+const HANDED: &str = "handed to the pool's executor";
+
+/// What a cycle committed: the ids admitted (and already `starting`), the ids whose preemption was stored, and the
 /// wait reasons written (core job id, code, words).
 pub(super) type Committed = (
     Vec<String>,
@@ -267,12 +270,21 @@ impl Driver {
                     ""
                 }
             );
+            // Admitted and handed to the executor in one write: the job's history keeps both
+            // steps, and a restart adopts (or starts) a `starting` job like any other.
             events.push(EventRow {
                 tenant_id: j.tenant_id.clone(),
                 job_id: j.id.clone(),
                 from: Some(JobState::Queued),
                 to: JobState::Admitted,
                 detail,
+            });
+            events.push(EventRow {
+                tenant_id: j.tenant_id.clone(),
+                job_id: j.id.clone(),
+                from: Some(JobState::Admitted),
+                to: JobState::Starting,
+                detail: HANDED.into(),
             });
             audits.push(BatchRecord {
                 tenant_id: j.tenant_id.clone(),
@@ -367,7 +379,8 @@ impl Driver {
         Ok((admitted, preempted, wait_updates))
     }
 
-    /// Marks admitted jobs `starting` (one transaction) and hands them to their executors.
+    /// Marks jobs left `admitted` (by a build that stored the two steps apart) `starting` in
+    /// one transaction and hands them to their executors.
     pub(super) async fn launch(&mut self, ids: &[String]) -> Result<(), sqlx::Error> {
         let now = self.store.now();
         let mut started = Vec::new();
@@ -400,7 +413,7 @@ impl Driver {
                 job_id: id.clone(),
                 from: Some(JobState::Admitted),
                 to: JobState::Starting,
-                detail: "handed to the pool's executor".into(),
+                detail: HANDED.into(),
             })
             .collect();
         let audits: Vec<BatchRecord> = started
@@ -418,7 +431,12 @@ impl Driver {
         tx.commit().await?;
         self.store.note_scheduling_change();
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();
-        let (launches, corrupt) = self.launches(&ids).await?;
+        self.hand_over(&ids).await
+    }
+
+    /// Hands `starting` jobs to their executors (a corrupt stored row ends its job as lost).
+    pub(super) async fn hand_over(&mut self, ids: &[String]) -> Result<(), sqlx::Error> {
+        let (launches, corrupt) = self.launches(ids).await?;
         for (kind, launch) in launches {
             self.executor(kind).launch(launch).await;
         }

@@ -404,10 +404,12 @@ impl Driver {
             .iter()
             .filter(|j| j.state == JobState::Admitted && j.stop_reason.is_none())
             .map(|j| j.id.clone())
-            .chain(admitted)
             .collect();
-        let changed = !to_launch.is_empty() || !preempted.is_empty();
+        let changed = !to_launch.is_empty() || !admitted.is_empty() || !preempted.is_empty();
         settled &= !changed && decisions.preempts.is_empty();
+        if !admitted.is_empty() {
+            self.hand_over(&admitted).await?;
+        }
         if !to_launch.is_empty() {
             self.launch(&to_launch).await?;
         }

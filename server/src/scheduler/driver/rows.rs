@@ -38,7 +38,7 @@ pub(super) struct AdmitRow {
     pub(super) over_quota: i64,
 }
 
-/// Marks queued jobs admitted in multi-row `UPDATE … FROM (VALUES …)` statements; returns
+/// Marks queued jobs admitted and `starting` in multi-row `UPDATE … FROM (VALUES …)` statements; returns
 /// the ids that were still queued (and so changed).
 pub(super) async fn admit_rows(
     tx: &mut WriteTx,
@@ -48,7 +48,7 @@ pub(super) async fn admit_rows(
     let mut changed = std::collections::HashSet::new();
     for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
         let sql = format!(
-            "UPDATE jobs SET state = 'admitted', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
+            "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
                 admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1, {}
              FROM (VALUES {}) AS v
              WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",

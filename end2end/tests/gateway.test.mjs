@@ -2,7 +2,8 @@
 // HTTP server of this test, and a route /v1 to it; a member whose group a rule gives `use` on
 // the endpoint issues a token, sees its secret once with a curl command and an OpenAI client
 // to paste, calls the gateway with it and gets the upstream's answer; a switch of the route
-// keeps the URL; the revoked token is refused (401). A bad address is said at its field (with
+// keeps the URL; the revoked token is refused (401). A raw TCP route is opened with its form (a
+// network that is not one said at its field) and closed after a confirmation. A bad address is said at its field (with
 // and without JavaScript); an endpoint's page shows its instances and counters, and its traffic
 // over time (charts, tables of the same numbers, per instance) once sampled; the gateways
 // page is refused to a member, an endpoint the member may not see answers 404. An endpoint
@@ -163,31 +164,28 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click('button:has-text("Create route")');
   const url = `${gatewayUrl}/v1`;
   await page.waitForSelector(`[data-testid=routes-table] tr[data-route="${url}"]`);
-  // A raw TCP route for it (through the API), listed with its port and networks; the
-  // certificate each gateway presents is named.
-  const login = await fetch(`${BASE}/api/v1/auth/login`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ tenant: 'acme', username: 'alice', password: PASSWORD }),
-  });
-  const auth = { 'content-type': 'application/json', authorization: `Bearer ${(await login.json()).token}` };
-  const gateways = await (await fetch(`${BASE}/api/v1/gateways`, { headers: auth })).json();
-  const endpoints = await (await fetch(`${BASE}/api/v1/endpoints`, { headers: auth })).json();
-  const tcp = await fetch(`${BASE}/api/v1/tcp-routes`, {
-    method: 'POST', headers: auth,
-    body: JSON.stringify({
-      gateway_id: gateways.find((g) => g.name === 'prod').id,
-      endpoint_id: endpoints.find((e) => e.name === name).id,
-      allowed_sources: ['10.0.0.0/8', '192.168.0.0/16'],
-    }),
-  });
-  assert.equal(tcp.status, 201, await tcp.clone().text());
-  const tcpRoute = await tcp.json();
-  await page.reload();
-  await hydrated(page);
-  const tcpRow = await row(page, 'tcp-routes-table', tcpRoute.address).textContent();
+  // A raw TCP route for it, opened with the page's form: a network that is not one is said
+  // at its field; then listed with its port and networks. The certificate each gateway
+  // presents is named.
+  await page.selectOption('#tcp-gateway', { label: 'prod' });
+  await page.selectOption('#tcp-endpoint', { label: name });
+  await page.fill('#tcp-sources', '10.0.0.0/33');
+  await page.click('button:has-text("Open TCP route")');
+  await page.waitForSelector('[data-field-error=allowed_sources]');
+  await page.fill('#tcp-sources', '10.0.0.0/8\n192.168.0.0/16');
+  await page.click('button:has-text("Open TCP route")');
+  const opened = await page.waitForSelector('text=/TCP route open at \\S+:\\d+\\./');
+  const address = (await opened.textContent()).match(/open at (\S+:\d+)\./)[1];
+  await page.waitForSelector(`[data-testid=tcp-routes-table] tr[data-tcp-route="${address}"]`);
+  const tcpRow = await row(page, 'tcp-routes-table', address).textContent();
   assert.match(tcpRow, new RegExp(`prod.*${name}.*plain.*10\\.0\\.0\\.0/8, 192\\.168\\.0\\.0/16`));
   assert.match(await page.textContent('tr[data-gateway=prod] [data-testid=gateway-certificate]'), /self-signed · PEM|none \(plain HTTP\)/);
   await shots(page, 'gateways');
+  // Closed after a confirmation: gone from the table.
+  await row(page, 'tcp-routes-table', address).locator('a:has-text("Close")').click();
+  await page.click(`button:has-text("Delete TCP route ${address}")`);
+  await page.waitForSelector('text=TCP route closed: its port no longer accepts.');
+  assert.equal(await page.locator(`tr[data-tcp-route="${address}"]`).count(), 0);
 
   // ml-research (bob's group) gets use on the endpoints of llm-finetune.
   await page.goto(`${BASE}/settings`);

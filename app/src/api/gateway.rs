@@ -7,12 +7,12 @@ use super::*;
 use crate::error::FieldError;
 #[cfg(feature = "ssr")]
 use crate::model::{
-    CreateEndpoint, CreateGateway, CreateGatewayRoute, CreateGatewayToken, CreateTarget, Serve,
-    UpdateGatewayRoute,
+    CreateEndpoint, CreateGateway, CreateGatewayRoute, CreateGatewayToken, CreateTarget,
+    CreateTcpRoute, Serve, UpdateGatewayRoute,
 };
 use crate::model::{
     EndpointCreated, EndpointDetail, EndpointTraffic, EndpointsOverview, Gateway, GatewayRoute,
-    GatewaysOverview, IssuedGatewayToken,
+    GatewaysOverview, IssuedGatewayToken, TcpRoute,
 };
 
 /// A conflict the REST layer words as `field: message` ("name: an endpoint named llama
@@ -329,9 +329,63 @@ pub async fn delete_route_form(csrf: String, id: String) -> Result<(), AppError>
     .await
 }
 
+/// Opens a TCP port for an endpoint on a gateway, open only to the networks typed (one per
+/// line, or separated by commas or spaces) and, with TLS and certificate authorities pasted,
+/// to clients with a certificate they issued.
+#[server(prefix = "/_sf", endpoint = "tcp-routes/create")]
+pub async fn create_tcp_route_form(
+    csrf: String,
+    gateway_id: String,
+    endpoint_id: String,
+    allowed_sources: String,
+    tls: Option<String>,
+    client_ca: String,
+) -> Result<TcpRoute, AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        let input = CreateTcpRoute {
+            gateway_id,
+            endpoint_id,
+            tls: tls.is_some(),
+            allowed_sources: networks(&allowed_sources),
+            client_ca: Some(client_ca).filter(|s| !s.trim().is_empty()),
+        };
+        c.backend
+            .create_tcp_route(&c.principal, &c.meta, input)
+            .await
+    })
+    .await
+}
+
+/// Closes a TCP route's port.
+#[server(prefix = "/_sf", endpoint = "tcp-routes/delete")]
+pub async fn delete_tcp_route_form(csrf: String, id: String) -> Result<(), AppError> {
+    ctx::writing(&csrf, move |c| async move {
+        c.backend.delete_tcp_route(&c.principal, &c.meta, &id).await
+    })
+    .await
+}
+
+/// Networks typed one per line or separated by commas or spaces.
+#[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+fn networks(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn networks_are_read_one_per_line_or_between_commas() {
+        assert_eq!(
+            networks("10.0.0.0/8\n 192.168.1.0/24, ::1/128\n\n127.0.0.1/32"),
+            ["10.0.0.0/8", "192.168.1.0/24", "::1/128", "127.0.0.1/32"]
+        );
+        assert!(networks(" ,\n").is_empty());
+    }
 
     #[test]
     fn a_named_conflict_is_said_at_its_field() {

@@ -18,6 +18,9 @@ pub struct TcpRoute {
     pub tls: bool,
     /// The networks (CIDR) that may connect; every other address is refused.
     pub allowed_sources: Vec<String>,
+    /// With TLS: the certificate authorities (PEM) a client's certificate must chain to; a
+    /// client without one is refused in the handshake. `None`: no client certificate asked.
+    pub client_ca: Option<String>,
     /// `host:port` clients connect to.
     pub address: String,
     pub created_at: i64,
@@ -33,6 +36,10 @@ pub struct CreateTcpRoute {
     pub tls: bool,
     /// At least one network, such as `10.0.0.0/8` (`0.0.0.0/0` and `::/0`: any address).
     pub allowed_sources: Vec<String>,
+    /// With `tls`: ask each client for a certificate issued by one of these certificate
+    /// authorities (PEM, one or more certificates).
+    #[serde(default)]
+    pub client_ca: Option<String>,
 }
 
 /// Switch the endpoint or the allowed networks; open connections are left alone.
@@ -42,4 +49,7 @@ pub struct CreateTcpRoute {
 pub struct UpdateTcpRoute {
     pub endpoint_id: Option<String>,
     pub allowed_sources: Option<Vec<String>>,
+    /// New certificate authorities for client certificates (a route with TLS); `""` stops
+    /// asking for one. The port's listener restarts with them: open connections finish.
+    pub client_ca: Option<String>,
 }

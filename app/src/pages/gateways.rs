@@ -1,7 +1,7 @@
 //! The gateways page (tenant admins): the organization's gateways (prod, dev, …) with their
 //! port and URL, created and deleted; the routes that publish an endpoint on one (host, path
 //! prefix → endpoint), switched to another endpoint in place (the URL stays), created and
-//! deleted.
+//! deleted; and the raw TCP routes (`gateways_tcp`).
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -14,7 +14,7 @@ use crate::form::emptied_on_save;
 use crate::form::{done, echo, echo_selected};
 use crate::model::{CertificateSource, Gateway, GatewaysOverview, PublishedRoute};
 use crate::pages::confirm::{confirm_delete, opened};
-use crate::pages::gateways_tcp::TcpRoutesCard;
+use crate::pages::gateways_tcp::{NewTcpRouteCard, TcpActions, TcpRoutesCard};
 use crate::ui::*;
 
 #[derive(Clone, Copy)]
@@ -23,6 +23,7 @@ struct Actions {
     delete_gateway: ServerAction<DeleteGatewayForm>,
     add_route: ServerAction<CreateRouteForm>,
     delete_route: ServerAction<DeleteRouteForm>,
+    tcp: TcpActions,
 }
 
 #[component]
@@ -32,6 +33,7 @@ pub fn GatewaysPage() -> impl IntoView {
         delete_gateway: ServerAction::new(),
         add_route: ServerAction::new(),
         delete_route: ServerAction::new(),
+        tcp: TcpActions::default(),
     };
     let data = Resource::new(
         move || {
@@ -39,6 +41,7 @@ pub fn GatewaysPage() -> impl IntoView {
                 + a.delete_gateway.version().get()
                 + a.add_route.version().get()
                 + a.delete_route.version().get()
+                + a.tcp.version()
         },
         |_| load_gateways(),
     );
@@ -64,7 +67,8 @@ fn GatewaysView(d: GatewaysOverview, a: Actions) -> impl IntoView {
             <div class="min-w-0"><NewGatewayCard a=a/></div>
             <div class="min-w-0 xl:col-span-2"><RoutesCard d=d.clone() a=a/></div>
             <div class="min-w-0"><NewRouteCard d=d.clone() a=a/></div>
-            <div class="min-w-0 xl:col-span-2"><TcpRoutesCard d=d/></div>
+            <div class="min-w-0 xl:col-span-2"><TcpRoutesCard d=d.clone() a=a.tcp/></div>
+            <div class="min-w-0"><NewTcpRouteCard d=d a=a.tcp/></div>
         </div>
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct Listener {
 /// A raw TCP route's listener as the reconcile loop keeps it.
 pub(super) struct TcpListenerHandle {
     pub(super) tls: bool,
+    /// The client certificate authorities it asks for (a change restarts it).
+    pub(super) client_ca: Option<String>,
     /// Dropped to stop accepting; open connections finish.
     pub(super) _stop: tokio::sync::oneshot::Sender<()>,
 }

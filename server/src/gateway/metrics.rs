@@ -115,6 +115,16 @@ impl Registry {
         s
     }
 
+    /// Forgets the counters of endpoints `keep` no longer names (deleted ones), so that their
+    /// series leave `/metrics`.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut m = match self.by_endpoint.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.retain(|id, _| keep(id));
+    }
+
     /// An endpoint's counters, if it has any (reading them adds no series to `/metrics`).
     pub fn get(&self, id: &str) -> Option<Arc<EndpointStats>> {
         let m = match self.by_endpoint.lock() {
@@ -353,6 +363,15 @@ impl TcpRegistry {
         s
     }
 
+    /// Forgets the counters of TCP routes `keep` no longer names (deleted ones).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut m = match self.by_route.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.retain(|id, _| keep(id));
+    }
+
     /// The counters in Prometheus text format (one series per route row: bounded).
     pub fn render(&self, out: &mut String) {
         let m = match self.by_route.lock() {
@@ -372,7 +391,7 @@ impl TcpRegistry {
             (
                 "switchyard_gateway_tcp_refused_total",
                 "counter",
-                "Connections closed because their source is not allowed.",
+                "Connections closed because their source is not allowed or their TLS handshake failed (without a client certificate the route asks for, say).",
                 |s| s.refused.load(Ordering::Relaxed),
             ),
             (

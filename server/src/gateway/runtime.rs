@@ -109,7 +109,10 @@ impl Gateways {
         }
         let mut listeners = self.tcp_listeners.lock().await;
         listeners.retain(|port, l| {
-            let keep = snap.tcp.get(port).is_some_and(|r| r.tls == l.tls);
+            let keep = snap
+                .tcp
+                .get(port)
+                .is_some_and(|r| r.tls == l.tls && r.client_ca == l.client_ca);
             if !keep {
                 tracing::info!(port, "gateway: TCP route's listener stopped");
             }
@@ -124,7 +127,13 @@ impl Gateways {
             };
             let tls = if r.tls {
                 match self.certificate_of(g) {
-                    Ok(t) => Some(tls::without_alpn(&t)),
+                    Ok(t) => match tls::for_tcp(&t, r.client_ca.as_deref()) {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: a TCP route's client certificate authorities cannot be read; not listening");
+                            continue;
+                        }
+                    },
                     Err(e) => {
                         tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: its certificate cannot be read; TCP route not listening");
                         continue;
@@ -148,6 +157,7 @@ impl Gateways {
                 r.port,
                 TcpListenerHandle {
                     tls: r.tls,
+                    client_ca: r.client_ca.clone(),
                     _stop: stop,
                 },
             );

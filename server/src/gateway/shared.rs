@@ -107,6 +107,11 @@ impl Gateways {
             })
             .await?,
         );
+        // Deleted endpoints and TCP routes leave `/metrics`.
+        self.metrics.retain(|id| next.endpoints.contains_key(id));
+        let routes: std::collections::HashSet<&str> =
+            next.tcp.values().map(|r| r.id.as_str()).collect();
+        self.tcp.retain(|id| routes.contains(id));
         match self.snap.write() {
             Ok(mut w) => *w = next.clone(),
             Err(poisoned) => *poisoned.into_inner() = next.clone(),

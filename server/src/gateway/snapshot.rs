@@ -35,6 +35,8 @@ pub struct TcpRouteSnap {
     pub endpoint_id: String,
     pub port: u16,
     pub tls: bool,
+    /// With `tls`: the authorities a client's certificate must chain to.
+    pub client_ca: Option<String>,
     pub sources: Vec<crate::config::IpNet>,
 }
 
@@ -235,7 +237,7 @@ impl Snapshot {
             order_routes(&mut g.routes);
         }
         for r in sqlx::query(
-            "SELECT id, gateway_id, endpoint_id, port, tls, sources FROM gateway_tcp_routes",
+            "SELECT id, gateway_id, endpoint_id, port, tls, sources, client_ca FROM gateway_tcp_routes",
         )
         .fetch_all(pool)
         .await?
@@ -254,6 +256,7 @@ impl Snapshot {
                     endpoint_id: r.try_get("endpoint_id")?,
                     port,
                     tls: r.try_get::<i64, _>("tls")? != 0,
+                    client_ca: r.try_get("client_ca")?,
                     sources: sources
                         .split(',')
                         .filter_map(crate::config::IpNet::parse)

@@ -82,15 +82,22 @@ async fn serve(
         tracing::debug!(port, peer = %peer.ip(), "gateway: TCP connection from a source not allowed; closed");
         return;
     }
-    stats.connections.fetch_add(1, Ordering::Relaxed);
     match acceptor {
         Some(a) => match tokio::time::timeout(HANDSHAKE, a.accept(stream)).await {
-            Ok(Ok(tls)) => forward(g, &snap, route, &stats, tls, peer).await,
+            Ok(Ok(tls)) => {
+                stats.connections.fetch_add(1, Ordering::Relaxed);
+                forward(g, &snap, route, &stats, tls, peer).await
+            }
             _ => {
-                tracing::debug!(port, peer = %peer.ip(), "gateway: TCP route's TLS handshake failed")
+                // No TLS, or no client certificate the route's authorities issued.
+                stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(port, peer = %peer.ip(), "gateway: TCP route's TLS handshake failed; closed")
             }
         },
-        None => forward(g, &snap, route, &stats, stream, peer).await,
+        None => {
+            stats.connections.fetch_add(1, Ordering::Relaxed);
+            forward(g, &snap, route, &stats, stream, peer).await
+        }
     }
 }
 

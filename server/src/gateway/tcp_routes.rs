@@ -1,7 +1,8 @@
 //! Raw TCP routes (`gateway_tcp_routes`, written only here): a port of its own from
 //! `gateway_tcp_ports` on one of the tenant's gateways, forwarded to an endpoint's instances
 //! (`tcp.rs` is the data path). Only the listed source networks may connect; with `tls` the
-//! gateway's certificate terminates TLS first. Tenant admins create, switch and delete them;
+//! gateway's certificate terminates TLS first, and with `client_ca` a client must also show a
+//! certificate one of those authorities issued. Tenant admins create, switch and delete them;
 //! a member sees those of the endpoints they may see.
 
 use serde_json::json;
@@ -24,6 +25,10 @@ use crate::store::{is_unique_violation, new_id, Store};
 const PORT_ATTEMPTS: usize = 5;
 /// Most networks on one route.
 const MAX_SOURCES: usize = 64;
+const CA_RULE: &str =
+    "paste one or more certificate authorities in PEM (-----BEGIN CERTIFICATE-----), at most 64 KiB";
+const CA_NEEDS_TLS: &str =
+    "client certificates are asked for in the TLS handshake: turn TLS on for this route";
 const SOURCES_RULE: &str =
     "list 1 to 64 networks in CIDR form, such as 10.0.0.0/8 or 2001:db8::/32 (0.0.0.0/0: any IPv4 address)";
 
@@ -50,12 +55,25 @@ fn route_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<TcpRoute, sqlx::Erro
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .collect(),
+        client_ca: r.try_get("client_ca")?,
         address: std::net::SocketAddr::new(gw.bind, u16::try_from(port).unwrap_or(0)).to_string(),
         created_at: r.try_get("created_at")?,
     })
 }
 
-const COLUMNS: &str = "id, gateway_id, endpoint_id, port, tls, sources, created_at";
+const COLUMNS: &str = "id, gateway_id, endpoint_id, port, tls, sources, client_ca, created_at";
+
+/// The client certificate authorities given (blank: none), checked into `v`.
+fn client_ca(v: &mut Validator, given: Option<&str>, tls: bool) -> Option<String> {
+    let ca = given.map(str::trim).filter(|s| !s.is_empty())?;
+    v.check(tls, "client_ca", CA_NEEDS_TLS);
+    v.check(
+        super::tls::client_verifier(ca).is_ok(),
+        "client_ca",
+        CA_RULE,
+    );
+    Some(format!("{ca}\n"))
+}
 
 /// The tenant's TCP routes (of one gateway, with `gateway_id`) whose endpoint the caller may
 /// see.
@@ -129,6 +147,7 @@ pub async fn create(
     check_ends(&mut v, store, p, &input.gateway_id, &input.endpoint_id).await?;
     let nets = parse_sources(&input.allowed_sources);
     v.check(nets.is_some(), "allowed_sources", SOURCES_RULE);
+    let ca = client_ca(&mut v, input.client_ca.as_deref(), input.tls);
     v.finish()?;
     let sources = joined(&nets.unwrap_or_default());
     let (first, last) = (
@@ -148,8 +167,8 @@ pub async fn create(
         };
         let id = new_id();
         let inserted = sqlx::query(
-            "INSERT INTO gateway_tcp_routes (id, tenant_id, gateway_id, endpoint_id, port, tls, sources, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO gateway_tcp_routes (id, tenant_id, gateway_id, endpoint_id, port, tls, sources, client_ca, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(&id)
         .bind(p.tenant_id())
@@ -158,6 +177,7 @@ pub async fn create(
         .bind(port)
         .bind(i64::from(input.tls))
         .bind(&sources)
+        .bind(&ca)
         .bind(now)
         .execute(&mut *tx.tx)
         .await;
@@ -175,7 +195,7 @@ pub async fn create(
             "tcp_route",
             &id,
             json!({"gateway_id": input.gateway_id, "endpoint_id": input.endpoint_id, "port": port,
-                "tls": input.tls, "allowed_sources": sources}),
+                "tls": input.tls, "allowed_sources": sources, "client_certificates": ca.is_some()}),
         )
         .await?;
         tx.commit().await?;
@@ -206,6 +226,11 @@ pub async fn update(
     }
     let nets = input.allowed_sources.as_deref().map(parse_sources);
     v.check(!matches!(nets, Some(None)), "allowed_sources", SOURCES_RULE);
+    // `None`: as it was; blank: no longer asked.
+    let ca = match input.client_ca.as_deref() {
+        None => route.client_ca.clone(),
+        Some(given) => client_ca(&mut v, Some(given), route.tls),
+    };
     v.finish()?;
     let endpoint_id = input.endpoint_id.unwrap_or(route.endpoint_id.clone());
     let sources = match nets.flatten() {
@@ -216,10 +241,11 @@ pub async fn update(
     tx.access_changed();
     let now = tx.now();
     sqlx::query(
-        "UPDATE gateway_tcp_routes SET endpoint_id = $1, sources = $2 WHERE tenant_id = $3 AND id = $4",
+        "UPDATE gateway_tcp_routes SET endpoint_id = $1, sources = $2, client_ca = $3 WHERE tenant_id = $4 AND id = $5",
     )
     .bind(&endpoint_id)
     .bind(&sources)
+    .bind(&ca)
     .bind(p.tenant_id())
     .bind(id)
     .execute(&mut *tx.tx)
@@ -233,7 +259,8 @@ pub async fn update(
         "tcp_route",
         id,
         json!({"port": route.port, "from_endpoint_id": route.endpoint_id, "to_endpoint_id": endpoint_id,
-            "from_allowed_sources": route.allowed_sources.join(","), "to_allowed_sources": sources}),
+            "from_allowed_sources": route.allowed_sources.join(","), "to_allowed_sources": sources,
+            "from_client_certificates": route.client_ca.is_some(), "to_client_certificates": ca.is_some()}),
     )
     .await?;
     tx.commit().await?;

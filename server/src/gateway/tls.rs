@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::ServerConfig;
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
 
 /// A gateway's TLS: the rustls configuration and the certificate it presents (PEM).
 pub struct Tls {
@@ -35,11 +37,45 @@ fn server_config(
 }
 
 /// The same certificate for raw TCP: no ALPN (a client asking for its own protocol, such as
-/// `postgresql`, would be refused by one that offers only HTTP's).
-pub fn without_alpn(t: &Tls) -> Arc<ServerConfig> {
-    let mut c = (*t.config).clone();
-    c.alpn_protocols.clear();
-    Arc::new(c)
+/// `postgresql`, would be refused by one that offers only HTTP's). With `client_ca`, each
+/// client must present a certificate issued by one of those authorities (PEM).
+pub fn for_tcp(t: &Tls, client_ca: Option<&str>) -> Result<Arc<ServerConfig>, String> {
+    let Some(ca) = client_ca else {
+        let mut c = (*t.config).clone();
+        c.alpn_protocols.clear();
+        return Ok(Arc::new(c));
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let c = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(client_verifier(ca)?)
+        .with_cert_resolver(t.config.cert_resolver.clone());
+    Ok(Arc::new(c))
+}
+
+/// Most certificate authorities' PEM a route may carry.
+pub const MAX_CLIENT_CA: usize = 64 * 1024;
+
+/// A verifier of client certificates issued by the authorities in `pem`: an error when it
+/// holds no certificate, one that is not, or is too large.
+pub fn client_verifier(pem: &str) -> Result<Arc<dyn ClientCertVerifier>, String> {
+    if pem.len() > MAX_CLIENT_CA {
+        return Err("too large".into());
+    }
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    if roots.is_empty() {
+        return Err("no certificate".into());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// The file name stem of a gateway's certificate and key.
@@ -98,6 +134,25 @@ mod tests {
         assert!(t.certificate_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert_eq!(t.config.alpn_protocols[0], b"h2");
         assert!(t.self_signed);
+    }
+
+    #[test]
+    fn client_authorities_must_be_certificates() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key).unwrap();
+        assert!(client_verifier(&ca.pem()).is_ok());
+        assert!(client_verifier("").is_err());
+        assert!(
+            client_verifier("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+                .is_err()
+        );
+        assert!(client_verifier(&"x".repeat(MAX_CLIENT_CA + 1)).is_err());
+        let t = self_signed(&["localhost".into()]).unwrap();
+        let c = for_tcp(&t, Some(&ca.pem())).unwrap();
+        assert!(c.alpn_protocols.is_empty());
+        assert!(for_tcp(&t, None).unwrap().alpn_protocols.is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod auth;
 mod backend;
 pub mod client_ip;
 pub mod form_echo;
+mod gateway_backend;
 pub mod headers;
 pub mod sso;
 

@@ -419,6 +419,27 @@ async fn streamed_tokens_arrive_one_by_one_and_a_gone_client_cancels(kind: Kind)
         ),
         Some((TOKENS + 1) as f64)
     );
+
+    // A deleted endpoint's series leave /metrics (the next call through the gateway reads
+    // the configuration without it and finds no route).
+    let r = gw
+        .app
+        .delete(&format!("/api/v1/endpoints/{ep}"), &gw.admin)
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let r = client()
+        .post(&url)
+        .bearer_auth(&token)
+        .json(&plain)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let m = metrics(&gw.app).await;
+    assert!(
+        !m.contains(&format!("endpoint_id=\"{ep}\"")),
+        "a deleted endpoint stays in /metrics: {m}"
+    );
     gw.app.finish().await;
 }
 

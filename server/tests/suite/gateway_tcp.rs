@@ -23,7 +23,7 @@ both_stores!(
 );
 
 /// Reads one line (the instance's greeting); `None` when the gateway closed the connection.
-async fn line<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
+pub(crate) async fn line<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
     let mut out = Vec::new();
     let mut b = [0u8; 1];
     loop {
@@ -37,7 +37,7 @@ async fn line<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
 }
 
 /// Sends `text` and reads it back.
-async fn echo<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, text: &str) -> String {
+pub(crate) async fn echo<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, text: &str) -> String {
     s.write_all(text.as_bytes()).await.unwrap();
     let mut buf = vec![0u8; text.len()];
     tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut buf))
@@ -48,7 +48,7 @@ async fn echo<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, text: &str) -> Strin
 }
 
 /// Connects once the route's listener is up.
-async fn connect(port: u64) -> TcpStream {
+pub(crate) async fn connect(port: u64) -> TcpStream {
     let t0 = Instant::now();
     loop {
         if let Ok(s) = TcpStream::connect(("127.0.0.1", port as u16)).await {
@@ -63,7 +63,7 @@ async fn connect(port: u64) -> TcpStream {
 }
 
 /// The series `name` of the TCP route `route`.
-fn tcp_value(m: &str, name: &str, route: &str) -> f64 {
+pub(crate) fn tcp_value(m: &str, name: &str, route: &str) -> f64 {
     m.lines()
         .find(|l| l.starts_with(&format!("{name}{{route_id=\"{route}\"")))
         .and_then(|l| l.rsplit(' ').next())
@@ -260,6 +260,12 @@ async fn a_tcp_route_joins_allowed_clients_to_the_endpoint(kind: Kind) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Its series leave /metrics with it.
+    let m = metrics(&gw.app).await;
+    assert!(
+        !m.contains(&format!("route_id=\"{route_id}\"")),
+        "a deleted route stays in /metrics: {m}"
+    );
     for action in ["tcp_route.create", "tcp_route.update", "tcp_route.delete"] {
         let audit = gw
             .app

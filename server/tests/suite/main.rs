@@ -18,6 +18,7 @@ mod gateway_load;
 mod gateway_proxy;
 mod gateway_serving;
 mod gateway_tcp;
+mod gateway_tcp_certificates;
 mod gateway_tls;
 mod gateway_traffic;
 mod gateway_upgrade;

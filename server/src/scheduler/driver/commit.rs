@@ -1,7 +1,7 @@
 //! Committing a cycle's decisions (admissions, preemptions, wait reasons) and launching
 //! admitted jobs: each in one transaction with its job events and audit entries.
 
-use super::rows::{admit_rows, insert_events, placeholders, value_rows, AdmitRow, EventRow};
+use super::rows::{admit_rows, insert_events, AdmitRow, EventRow};
 use super::*;
 use crate::scheduler::core::Short;
 
@@ -159,7 +159,7 @@ impl Driver {
                 "SELECT j.id, j.command, j.image, j.env, j.checkpoint_dir, j.abort_kind, j.abort_command, j.abort_timeout_ms, j.duration_ms, j.resume_count,
                     j.node_name, j.slices, j.handle, j.started_at, j.admitted_at, p.executor
                  FROM jobs j JOIN pools p ON p.id = j.pool_id WHERE j.id IN ({})",
-                placeholders(1, chunk.len())
+                self.store.dialect.params(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
             for id in chunk {
@@ -362,7 +362,7 @@ impl Driver {
             let sql = format!(
                 "UPDATE jobs SET wait_code = v.column2, wait_reason = v.column3 FROM (VALUES {}) AS v
                  WHERE jobs.id = v.column1 AND jobs.state = 'queued'",
-                value_rows(1, chunk.len(), 3)
+                tx.dialect.rows(1, chunk.len(), 3, None)
             );
             let mut q = sqlx::query(&sql);
             for (job, code, text) in chunk {
@@ -387,9 +387,10 @@ impl Driver {
         let mut tx = self.store.begin_write().await?;
         for chunk in ids.chunks(STATEMENT_PARAMS) {
             let sql = format!(
-                "UPDATE jobs SET state = 'starting', updated_at = $1, {} WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
+                "UPDATE jobs SET state = 'starting', updated_at = {}, {} WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
+                tx.dialect.param(1),
                 set_change(tx.dialect),
-                placeholders(2, chunk.len())
+                tx.dialect.params(2, chunk.len())
             );
             let mut q = sqlx::query(&sql).bind(now);
             for id in chunk {

@@ -1,7 +1,7 @@
 //! Committing what the executors report (running, exited, stopped, lost), in one
 //! transaction per batch of events.
 
-use super::rows::{flush_running, insert_events, placeholders, EventRow};
+use super::rows::{flush_running, insert_events, EventRow};
 use super::*;
 use crate::store::{opt_text_enum, text_enum};
 
@@ -43,7 +43,7 @@ impl Driver {
         for chunk in ids.chunks(STATEMENT_PARAMS) {
             let sql = format!(
                 "SELECT id, tenant_id, name, state, stop_reason, resume_count, started_at FROM jobs WHERE id IN ({})",
-                placeholders(1, chunk.len())
+                self.store.dialect.params(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
             for id in chunk {

@@ -12,22 +12,6 @@ pub(super) struct EventRow {
     pub(super) detail: String,
 }
 
-/// `$start, …` for `n` parameters.
-pub(super) fn placeholders(start: usize, n: usize) -> String {
-    (start..start + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// `(v1, v2, …), (…)` for `rows` rows of `arity` parameters, numbered from `$start`.
-pub(super) fn value_rows(start: usize, rows: usize, arity: usize) -> String {
-    (0..rows)
-        .map(|r| format!("({})", placeholders(start + r * arity, arity)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// One admission's new columns.
 pub(super) struct AdmitRow {
     pub(super) id: String,
@@ -46,16 +30,21 @@ pub(super) async fn admit_rows(
     rows: &[AdmitRow],
 ) -> Result<std::collections::HashSet<String>, sqlx::Error> {
     let mut changed = std::collections::HashSet::new();
+    let d = tx.dialect;
     for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
+        let at = d.param(1);
         let sql = format!(
             "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
-                admitted_at = $1, wait_code = NULL, wait_reason = NULL, updated_at = $1, {}
+                admitted_at = {at}, wait_code = NULL, wait_reason = NULL, updated_at = {at}, {}
              FROM (VALUES {}) AS v
              WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
-            set_change(tx.dialect),
-            value_rows(2, chunk.len(), 6)
+            set_change(d),
+            d.rows(2, chunk.len(), 6, None)
         );
         let mut q = sqlx::query(&sql).bind(now);
+        if d == Dialect::Sqlite {
+            q = q.bind(now);
+        }
         for r in chunk {
             q = q
                 .bind(&r.id)
@@ -80,14 +69,19 @@ pub(super) async fn flush_running(
     now: i64,
     pending: &mut Vec<(String, String, JobState)>,
 ) -> Result<Option<String>, sqlx::Error> {
+    let d = tx.dialect;
     for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
+        let at = d.param(1);
         let sql = format!(
-            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = $1, updated_at = $1, {}
+            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = {at}, updated_at = {at}, {}
              FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
-            set_change(tx.dialect),
-            value_rows(2, chunk.len(), 3)
+            set_change(d),
+            d.rows(2, chunk.len(), 3, None)
         );
         let mut q = sqlx::query(&sql).bind(now);
+        if d == Dialect::Sqlite {
+            q = q.bind(now);
+        }
         for (id, handle, from) in chunk {
             q = q.bind(id).bind(handle).bind(from.as_str());
         }
@@ -111,22 +105,7 @@ pub(super) async fn insert_events(
     rows: &[EventRow],
 ) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(STATEMENT_PARAMS / 7) {
-        let values = (0..chunk.len())
-            .map(|i| {
-                let b = i * 7 + 1;
-                format!(
-                    "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                    b,
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4,
-                    b + 5,
-                    b + 6
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let values = tx.dialect.rows(1, chunk.len(), 7, None);
         let sql = format!("INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {values}");
         let mut q = sqlx::query(&sql);
         for r in chunk {

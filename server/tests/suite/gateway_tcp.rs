@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::gateway_proxy::{created, id, metrics, ports, setup};
-use crate::upstreams;
+use crate::gateway_proxy::{created, id, metrics, ports, setup, Gw};
+use crate::upstreams::{self, Upstream};
 
 both_stores!(
     a_tcp_route_joins_allowed_clients_to_the_endpoint,
@@ -62,6 +62,19 @@ pub(crate) async fn connect(port: u64) -> TcpStream {
     }
 }
 
+/// A gateway test whose HTTP and TCP routes take ports of their own, `targets` the
+/// endpoint's instances; with the first port of its TCP range.
+pub(crate) async fn with_tcp_ports(kind: Kind, targets: &[&Upstream]) -> (Gw, u64) {
+    let mut app = TestApp::with_manual_clock(kind).await;
+    let (range, tcp_range) = (ports(), ports());
+    let tcp_first = u64::from(*tcp_range.start());
+    app.reconfigure(|c| {
+        c.gateway.ports = range;
+        c.gateway.tcp_ports = tcp_range;
+    });
+    (setup(app, targets).await, tcp_first)
+}
+
 /// The series `name` of the TCP route `route`.
 pub(crate) fn tcp_value(m: &str, name: &str, route: &str) -> f64 {
     m.lines()
@@ -76,14 +89,7 @@ async fn a_tcp_route_joins_allowed_clients_to_the_endpoint(kind: Kind) {
         upstreams::start_tcp("tcp-a").await,
         upstreams::start_tcp("tcp-b").await,
     );
-    let mut app = TestApp::with_manual_clock(kind).await;
-    let (range, tcp_range) = (ports(), ports());
-    let tcp_first = u64::from(*tcp_range.start());
-    app.reconfigure(|c| {
-        c.gateway.ports = range;
-        c.gateway.tcp_ports = tcp_range;
-    });
-    let gw = setup(app, &[&a]).await;
+    let (gw, tcp_first) = with_tcp_ports(kind, &[&a]).await;
     let project = gw
         .app
         .get(&format!("/api/v1/endpoints/{}", gw.endpoint), &gw.admin)
@@ -298,13 +304,7 @@ fn tls_client(pem: &str) -> tokio_rustls::TlsConnector {
 
 async fn routes_of_an_endpoint_a_member_may_not_see_are_hidden_from_them(kind: Kind) {
     let a = upstreams::start_tcp("tcp-a").await;
-    let mut app = TestApp::with_manual_clock(kind).await;
-    let (range, tcp_range) = (ports(), ports());
-    app.reconfigure(|c| {
-        c.gateway.ports = range;
-        c.gateway.tcp_ports = tcp_range;
-    });
-    let gw = setup(app, &[&a]).await;
+    let (gw, _) = with_tcp_ports(kind, &[&a]).await;
     // An endpoint in a project no rule of the member reaches, published both ways.
     let secret = id(&created(
         &gw.app,

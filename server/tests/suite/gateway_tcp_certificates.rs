@@ -14,9 +14,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 use crate::both_stores;
-use crate::common::{Kind, TestApp};
-use crate::gateway_proxy::{created, id, metrics, ports, setup};
-use crate::gateway_tcp::{connect, echo, line, tcp_value};
+use crate::common::Kind;
+use crate::gateway_proxy::{created, id, metrics};
+use crate::gateway_tcp::{connect, echo, line, tcp_value, with_tcp_ports};
 use crate::upstreams;
 
 both_stores!(a_tcp_route_with_client_authorities_admits_only_their_certificates);
@@ -84,13 +84,7 @@ async fn greeting(port: u64, tls: &tokio_rustls::TlsConnector) -> Option<String>
 
 async fn a_tcp_route_with_client_authorities_admits_only_their_certificates(kind: Kind) {
     let a = upstreams::start_tcp("tcp-a").await;
-    let mut app = TestApp::with_manual_clock(kind).await;
-    let (range, tcp_range) = (ports(), ports());
-    app.reconfigure(|c| {
-        c.gateway.ports = range;
-        c.gateway.tcp_ports = tcp_range;
-    });
-    let gw = setup(app, &[&a]).await;
+    let (gw, _) = with_tcp_ports(kind, &[&a]).await;
     let (ca, ca_key) = authority();
     let (stranger, stranger_key) = authority();
     let ask = |tls: bool, ca: &str| {

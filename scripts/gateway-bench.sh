@@ -53,8 +53,8 @@ GW_PORTS=${GW_PORTS:-18090-18099}
 # The gateway runs on the server's tokio runtime: TOKIO_WORKER_THREADS threads, else one per
 # core. nginx gets as many worker processes.
 WORKERS=${TOKIO_WORKER_THREADS:-$(nproc)}
-# Idle upstream connections each nginx worker keeps (hyper's pool in the gateway keeps every
-# idle one, 60 s): at least the connections wrk opens, so that neither proxy reconnects.
+# Idle upstream connections each nginx worker keeps (the gateway keeps up to 256 per instance
+# for 60 s): at least the connections wrk opens, so that neither proxy reconnects.
 KEEPALIVE=${KEEPALIVE:-128}
 [ "$KEEPALIVE" -ge "$CONNS" ] || KEEPALIVE=$CONNS
 
@@ -379,7 +379,7 @@ echo "$(nproc) cores ($cpu), Linux $(uname -r); wrk $(wrk -v 2>&1 | awk 'NR==1 {
 echo "All on 127.0.0.1, HTTP/1.1 keep-alive (client side: 60 s, unlimited requests). Upstream: one nginx worker,"
 echo "a ${#BODY1}-byte JSON body. nginx: $WORKERS worker processes = the gateway's runtime threads"
 echo "(TOKIO_WORKER_THREADS=${TOKIO_WORKER_THREADS:-unset: one per core}); upstream keep-alive pool: nginx $KEEPALIVE idle"
-echo "per worker, unlimited requests, 60 s; the gateway's hyper pool: every idle connection, 60 s."
+echo "per worker, unlimited requests, 60 s; the gateway: up to 256 idle connections per instance, 60 s."
 echo "TLS: one self-signed P-256 certificate for the upstream's, nginx's and the gateway's listeners"
 echo "(the gateway's from --gateway-tls-dir: $GW_CERT_OURS); negotiated with nginx: ${TLS_NGINX:-?}, with the gateway: ${TLS_GW:-?}."
 echo "Saturation: wrk -t$THREADS -c$CONNS -d${SECONDS_EACH}s. Paced: wrk -t$THREADS -c$PACED_CONNS -d${SECONDS_EACH}s -s scripts/bench/paced.lua at $RATE req/s."

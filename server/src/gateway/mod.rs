@@ -29,6 +29,7 @@ pub mod tcp_routes;
 pub mod tls;
 pub mod tokens;
 mod upgrade;
+pub mod upstream;
 pub mod usage;
 
 pub use runtime::start;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::uri::{self, PathAndQuery};
+use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -34,6 +34,7 @@ use super::metrics::Inflight;
 use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
 use super::upgrade;
+use super::upstream::{exchange, Lease, UpError};
 use super::usage::Meter;
 use crate::identity::secret::digest;
 
@@ -360,16 +361,9 @@ async fn forward(
         let Some(authority) = target.authority.clone() else {
             continue;
         };
-        let mut uri = uri::Parts::default();
-        uri.scheme = Some(uri::Scheme::HTTP);
-        uri.authority = Some(authority);
-        uri.path_and_query = Some(path_and_query.clone());
-        let Ok(uri) = Uri::from_parts(uri) else {
-            continue;
-        };
         let mut up = axum::http::Request::builder()
             .method(parts.method.clone())
-            .uri(uri)
+            .uri(Uri::from(path_and_query.clone()))
             .body(body)
             .unwrap_or_default();
         // The last instance that may be tried takes the headers; earlier ones a copy.
@@ -384,8 +378,9 @@ async fn forward(
             state.sessions.add(h);
         }
         guard.target = Some(state.clone());
-        match tokio::time::timeout(UPSTREAM_HEADERS_TIMEOUT, g.client.request(up)).await {
-            Ok(Ok(mut resp)) => {
+        let sent = exchange(&g.client, &g.upstreams, upgrade.is_some(), &authority, up);
+        match tokio::time::timeout(UPSTREAM_HEADERS_TIMEOUT, sent).await {
+            Ok(Ok((mut resp, lease))) => {
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     if let Some((_, client)) = upgrade.take() {
                         let upstream = hyper::upgrade::on(&mut resp);
@@ -409,14 +404,21 @@ async fn forward(
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .and_then(Meter::for_content_type);
+                let mut lease = lease;
+                if http_body::Body::is_end_stream(&incoming) {
+                    if let Some(l) = lease.as_mut() {
+                        l.finished();
+                    }
+                }
                 let body = Body::new(Tracked {
                     inner: incoming,
                     guard,
                     meter,
+                    lease,
                 });
                 return Response::from_parts(rp, body);
             }
-            Ok(Err(e)) if e.is_connect() => {
+            Ok(Err(UpError::Connect)) => {
                 if let Some(t) = guard.target.take() {
                     t.inflight.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -466,11 +468,13 @@ async fn forward(
 }
 
 /// The upstream's response body, passed on frame by frame, holding its [`Inflight`],
-/// counting the bytes sent and the tokens the upstream reports.
+/// counting the bytes sent and the tokens the upstream reports, and driving the connection
+/// it is read from (back among the idle ones once the body has ended).
 struct Tracked {
     inner: hyper::body::Incoming,
     guard: Inflight,
     meter: Option<Meter>,
+    lease: Option<Lease>,
 }
 
 impl Tracked {
@@ -500,7 +504,14 @@ impl http_body::Body for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let mut polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_pending() {
+            // Nothing read yet: let the connection read, then look again.
+            if let Some(l) = this.lease.as_mut() {
+                l.drive(cx);
+                polled = Pin::new(&mut this.inner).poll_frame(cx);
+            }
+        }
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
@@ -512,8 +523,19 @@ impl http_body::Body for Tracked {
                         m.feed(data);
                     }
                 }
+                // The last bytes of a body of known length: the server asks for no more.
+                if this.inner.is_end_stream() {
+                    if let Some(l) = this.lease.as_mut() {
+                        l.finished();
+                    }
+                }
             }
-            Poll::Ready(None) => this.count_usage(),
+            Poll::Ready(None) => {
+                this.count_usage();
+                if let Some(l) = this.lease.as_mut() {
+                    l.finished();
+                }
+            }
             _ => {}
         }
         polled

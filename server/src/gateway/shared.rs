@@ -35,7 +35,10 @@ pub struct Gateways {
     pub(super) snap: RwLock<Arc<Snapshot>>,
     pub(super) rebuild: tokio::sync::Mutex<()>,
     pub(super) targets: Mutex<HashMap<String, Arc<TargetState>>>,
+    /// For WebSocket handshakes (the connection is handed over after the 101).
     pub(super) client: Client<HttpConnector, Body>,
+    /// Every other request's upstream connections, driven by the request's own task.
+    pub(super) upstreams: Arc<super::upstream::Upstreams>,
     pub(super) listeners: tokio::sync::Mutex<HashMap<String, Listener>>,
     /// The raw TCP routes' listeners, by port.
     pub(super) tcp_listeners: tokio::sync::Mutex<HashMap<u16, TcpListenerHandle>>,
@@ -70,6 +73,7 @@ impl Gateways {
             rebuild: tokio::sync::Mutex::new(()),
             targets: Mutex::new(HashMap::new()),
             client,
+            upstreams: Default::default(),
             listeners: tokio::sync::Mutex::new(HashMap::new()),
             tcp_listeners: tokio::sync::Mutex::new(HashMap::new()),
             self_signed: Mutex::new(HashMap::new()),

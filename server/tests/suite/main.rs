@@ -14,6 +14,7 @@ mod directory;
 mod driver_faults;
 mod fairness;
 mod gateway_api;
+mod gateway_connections;
 mod gateway_load;
 mod gateway_proxy;
 mod gateway_serving;

@@ -26,6 +26,8 @@ pub const SLOW: Duration = Duration::from_millis(400);
 #[derive(Default)]
 pub struct Seen {
     pub requests: AtomicU64,
+    /// Connections accepted (the gateway's health probes' too).
+    pub connections: AtomicU64,
     /// A streamed completion ended early: its client went away.
     pub cancelled: AtomicBool,
     /// Slow requests being answered now, and the most at once.
@@ -173,6 +175,15 @@ async fn fail(State(c): State<Ctx>) -> Response {
 
 /// Starts an upstream instance named `name` on a free loopback port.
 pub async fn start(name: &str) -> Upstream {
+    start_with(name, true).await
+}
+
+/// [`start`], but each connection is closed after its first answer (`Connection: close`).
+pub async fn start_closing(name: &str) -> Upstream {
+    start_with(name, false).await
+}
+
+async fn start_with(name: &str, keep_alive: bool) -> Upstream {
     let seen = Arc::new(Seen::default());
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -188,15 +199,18 @@ pub async fn start(name: &str) -> Upstream {
     let addr = listener.local_addr().unwrap();
     // Each connection is a task of this one's set, so killing the instance ends its open
     // (kept-alive) connections too, as a crashed process would.
+    let counted = seen.clone();
     let task = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            counted.connections.fetch_add(1, Ordering::Relaxed);
             let svc = hyper_util::service::TowerToHyperService::new(app.clone());
             conns.spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(keep_alive)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                     .await;
             });

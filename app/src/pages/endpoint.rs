@@ -100,7 +100,13 @@ fn EndpointView(
                     <Transition fallback=|| ()>
                         {move || Suspend::new(async move {
                             match live.await {
-                                Ok(d) => view! { <InstancesTable rows=d.instances manage=manage endpoint_id=d.summary.endpoint.id/> }.into_any(),
+                                Ok(d) => {
+                                    // The instance just removed here stays out even when a reading
+                                    // taken before its removal (the 3-second refresh) arrives last.
+                                    let gone = if removed() { open() } else { None };
+                                    let rows: Vec<_> = d.instances.into_iter().filter(|r| gone.as_deref() != Some(r.target_id.as_str())).collect();
+                                    view! { <InstancesTable rows=rows manage=manage endpoint_id=d.summary.endpoint.id/> }.into_any()
+                                }
                                 Err(e) => view! { <ErrorBanner error=e/> }.into_any(),
                             }
                         })}

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Histogram buckets, seconds.
@@ -94,6 +94,11 @@ impl EndpointStats {
     }
 }
 
+/// The counters' map, also after a thread panicked holding it (counters stay usable).
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Every endpoint's counters, kept for the life of the process.
 #[derive(Default)]
 pub struct Registry {
@@ -102,10 +107,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn endpoint(&self, id: &str, name: &str) -> Arc<EndpointStats> {
-        let mut m = match self.by_endpoint.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let mut m = locked(&self.by_endpoint);
         let s = m.entry(id.to_string()).or_default().clone();
         if let Ok(mut n) = s.name.lock() {
             if n.as_str() != name {
@@ -118,28 +120,19 @@ impl Registry {
     /// Forgets the counters of endpoints `keep` no longer names (deleted ones), so that their
     /// series leave `/metrics`.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        let mut m = match self.by_endpoint.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let mut m = locked(&self.by_endpoint);
         m.retain(|id, _| keep(id));
     }
 
     /// An endpoint's counters, if it has any (reading them adds no series to `/metrics`).
     pub fn get(&self, id: &str) -> Option<Arc<EndpointStats>> {
-        let m = match self.by_endpoint.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let m = locked(&self.by_endpoint);
         m.get(id).cloned()
     }
 
     /// The counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let m = match self.by_endpoint.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let m = locked(&self.by_endpoint);
         let mut rows: Vec<(&String, &Arc<EndpointStats>)> = m.iter().collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
         let label = |id: &str, s: &EndpointStats| {
@@ -283,55 +276,6 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gateway::affinity::key_hash;
-
-    #[test]
-    fn sessions_are_counted_once_each_and_cleared_when_read() {
-        let s = Sessions::default();
-        assert_eq!(s.take(), 0, "no session yet");
-        for _ in 0..50 {
-            for k in ["alice", "bob", "carol"] {
-                s.add(key_hash(k.as_bytes()));
-            }
-        }
-        assert_eq!(s.take(), 3, "fifty requests of three sessions");
-        assert_eq!(s.take(), 0, "read: the next interval starts from none");
-    }
-
-    #[test]
-    fn many_sessions_are_estimated_within_a_few_percent() {
-        for n in [200u64, 1_000, 20_000, 200_000] {
-            let s = Sessions::default();
-            for i in 0..n {
-                s.add(key_hash(format!("session-{i}").as_bytes()));
-                s.add(key_hash(format!("session-{i}").as_bytes()));
-            }
-            let got = s.take() as f64;
-            let error = (got - n as f64).abs() / n as f64;
-            assert!(error < 0.15, "{n} sessions read as {got}");
-        }
-    }
-
-    #[test]
-    fn bytes_in_are_rendered_for_prometheus() {
-        let r = Registry::default();
-        let s = r.endpoint("e1", "llama");
-        s.bytes_in.fetch_add(1234, Ordering::Relaxed);
-        let mut out = String::new();
-        r.render(&mut out);
-        assert!(
-            out.contains(
-                "switchyard_gateway_bytes_in_total{endpoint_id=\"e1\",endpoint=\"llama\"} 1234"
-            ),
-            "{out}"
-        );
-        assert!(out.contains("# TYPE switchyard_gateway_bytes_in_total counter"));
-    }
-}
-
 /// A route's counters for `/metrics` (by route id, kept for the life of the process).
 #[derive(Default)]
 pub struct TcpStats {
@@ -354,10 +298,7 @@ pub struct TcpRegistry {
 
 impl TcpRegistry {
     pub fn route(&self, id: &str, port: u16) -> Arc<TcpStats> {
-        let mut m = match self.by_route.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let mut m = locked(&self.by_route);
         let s = m.entry(id.to_string()).or_default().clone();
         s.port.store(u64::from(port), Ordering::Relaxed);
         s
@@ -365,19 +306,13 @@ impl TcpRegistry {
 
     /// Forgets the counters of TCP routes `keep` no longer names (deleted ones).
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        let mut m = match self.by_route.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let mut m = locked(&self.by_route);
         m.retain(|id, _| keep(id));
     }
 
     /// The counters in Prometheus text format (one series per route row: bounded).
     pub fn render(&self, out: &mut String) {
-        let m = match self.by_route.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
+        let m = locked(&self.by_route);
         let mut rows: Vec<_> = m.iter().collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
         type Read = fn(&TcpStats) -> u64;
@@ -446,5 +381,54 @@ impl Drop for Inflight {
         if let Some(t) = &self.target {
             t.inflight.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::affinity::key_hash;
+
+    #[test]
+    fn sessions_are_counted_once_each_and_cleared_when_read() {
+        let s = Sessions::default();
+        assert_eq!(s.take(), 0, "no session yet");
+        for _ in 0..50 {
+            for k in ["alice", "bob", "carol"] {
+                s.add(key_hash(k.as_bytes()));
+            }
+        }
+        assert_eq!(s.take(), 3, "fifty requests of three sessions");
+        assert_eq!(s.take(), 0, "read: the next interval starts from none");
+    }
+
+    #[test]
+    fn many_sessions_are_estimated_within_a_few_percent() {
+        for n in [200u64, 1_000, 20_000, 200_000] {
+            let s = Sessions::default();
+            for i in 0..n {
+                s.add(key_hash(format!("session-{i}").as_bytes()));
+                s.add(key_hash(format!("session-{i}").as_bytes()));
+            }
+            let got = s.take() as f64;
+            let error = (got - n as f64).abs() / n as f64;
+            assert!(error < 0.15, "{n} sessions read as {got}");
+        }
+    }
+
+    #[test]
+    fn bytes_in_are_rendered_for_prometheus() {
+        let r = Registry::default();
+        let s = r.endpoint("e1", "llama");
+        s.bytes_in.fetch_add(1234, Ordering::Relaxed);
+        let mut out = String::new();
+        r.render(&mut out);
+        assert!(
+            out.contains(
+                "switchyard_gateway_bytes_in_total{endpoint_id=\"e1\",endpoint=\"llama\"} 1234"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("# TYPE switchyard_gateway_bytes_in_total counter"));
     }
 }

@@ -404,18 +404,15 @@ async fn forward(
                     .get(header::CONTENT_TYPE)
                     .and_then(|v| v.to_str().ok())
                     .and_then(Meter::for_content_type);
-                let mut lease = lease;
-                if http_body::Body::is_end_stream(&incoming) {
-                    if let Some(l) = lease.as_mut() {
-                        l.finished();
-                    }
-                }
-                let body = Body::new(Tracked {
+                let mut tracked = Tracked {
                     inner: incoming,
                     guard,
                     meter,
                     lease,
-                });
+                };
+                // An empty body (a 204, say) is never polled.
+                tracked.settle(false);
+                let body = Body::new(tracked);
                 return Response::from_parts(rp, body);
             }
             Ok(Err(UpError::Connect)) => {
@@ -478,6 +475,16 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// Once the body has `ended` (its end read) or reached its known length (after which it
+    /// is not polled again), its connection may serve another request.
+    fn settle(&mut self, ended: bool) {
+        if ended || http_body::Body::is_end_stream(&self.inner) {
+            if let Some(l) = self.lease.as_mut() {
+                l.finished();
+            }
+        }
+    }
+
     fn count_usage(&mut self) {
         if let Some(u) = self.meter.as_mut().and_then(Meter::finish) {
             let s = &self.guard.endpoint;
@@ -523,18 +530,11 @@ impl http_body::Body for Tracked {
                         m.feed(data);
                     }
                 }
-                // The last bytes of a body of known length: the server asks for no more.
-                if this.inner.is_end_stream() {
-                    if let Some(l) = this.lease.as_mut() {
-                        l.finished();
-                    }
-                }
+                this.settle(false);
             }
             Poll::Ready(None) => {
                 this.count_usage();
-                if let Some(l) = this.lease.as_mut() {
-                    l.finished();
-                }
+                this.settle(true);
             }
             _ => {}
         }

@@ -382,8 +382,8 @@ impl Dialect {
             .join(", ")
     }
 
-    /// The parameter that binds one value used at `n` places (`$n` on PostgreSQL, bound once;
-    /// `?` on SQLite, bound at each place): see [`Dialect::params`].
+    /// The `n`th parameter of such a statement (`$n`, or `?`): see [`Dialect::params`]; a
+    /// value used at two places is bound twice.
     pub fn param(self, n: usize) -> String {
         self.params(n, 1)
     }

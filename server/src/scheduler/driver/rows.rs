@@ -32,19 +32,17 @@ pub(super) async fn admit_rows(
     let mut changed = std::collections::HashSet::new();
     let d = tx.dialect;
     for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
-        let at = d.param(1);
         let sql = format!(
             "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
-                admitted_at = {at}, wait_code = NULL, wait_reason = NULL, updated_at = {at}, {}
+                admitted_at = {}, wait_code = NULL, wait_reason = NULL, updated_at = {}, {}
              FROM (VALUES {}) AS v
              WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
+            d.param(1),
+            d.param(2),
             set_change(d),
-            d.rows(2, chunk.len(), 6, None)
+            d.rows(3, chunk.len(), 6, None)
         );
-        let mut q = sqlx::query(&sql).bind(now);
-        if d == Dialect::Sqlite {
-            q = q.bind(now);
-        }
+        let mut q = sqlx::query(&sql).bind(now).bind(now);
         for r in chunk {
             q = q
                 .bind(&r.id)
@@ -71,17 +69,15 @@ pub(super) async fn flush_running(
 ) -> Result<Option<String>, sqlx::Error> {
     let d = tx.dialect;
     for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
-        let at = d.param(1);
         let sql = format!(
-            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = {at}, updated_at = {at}, {}
+            "UPDATE jobs SET state = 'running', handle = v.column2, started_at = {}, updated_at = {}, {}
              FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
+            d.param(1),
+            d.param(2),
             set_change(d),
-            d.rows(2, chunk.len(), 3, None)
+            d.rows(3, chunk.len(), 3, None)
         );
-        let mut q = sqlx::query(&sql).bind(now);
-        if d == Dialect::Sqlite {
-            q = q.bind(now);
-        }
+        let mut q = sqlx::query(&sql).bind(now).bind(now);
         for (id, handle, from) in chunk {
             q = q.bind(id).bind(handle).bind(from.as_str());
         }

@@ -15,10 +15,12 @@ use crate::local_jobs::local_pool;
 
 both_stores!(a_serving_job_becomes_an_instance_while_it_runs);
 
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A port for the job to listen on: one of a block this test has to itself, outside the
+/// ephemeral range. (A port the kernel had just handed out and taken back could be handed to
+/// another test's listener before the job binds it: the job then fails to start, or the
+/// gateway's probe finds the other test's server.)
+fn job_port() -> u16 {
+    *ports().start()
 }
 
 async fn a_serving_job_becomes_an_instance_while_it_runs(kind: Kind) {
@@ -53,7 +55,7 @@ async fn a_serving_job_becomes_an_instance_while_it_runs(kind: Kind) {
 
     // Deploying needs `manage` on the endpoint (the member only may `use` it), and a port
     // a job may open.
-    let port = free_port();
+    let port = job_port();
     let job = |port: u16| {
         json!({"queue_id": queue, "name": "llama-server",
                "command": "mkdir -p v1 && exec python3 -m http.server \"$PORT\" --bind 127.0.0.1",

@@ -33,6 +33,8 @@
 #   TOKIO_WORKER_THREADS=1 scripts/gateway-bench.sh  # one runtime thread, one nginx worker
 #   PROFILE=perf.txt scripts/gateway-bench.sh  # also: where the gateway's CPU goes (perf),
 #                                              # plain in perf.txt, TLS in perf-tls.txt
+#   PROFILE=perf.txt PERF_RECORD_ARGS="--call-graph dwarf" PERF_DATA=/tmp/gw.data \
+#     scripts/gateway-bench.sh                 # with call graphs, perf.data kept
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -309,12 +311,15 @@ route_change() { # NAME GATEWAY-URL
 }
 profile_start() {
   [ -n "${PROFILE:-}" ] || return 0
-  perf record -F 999 -p "$SY_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_EACH" >/dev/null 2>&1 &
+  # PERF_RECORD_ARGS (e.g. --call-graph dwarf) go to perf record; PERF_DATA keeps the data.
+  # shellcheck disable=SC2086
+  perf record -F 999 ${PERF_RECORD_ARGS:-} -p "$SY_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_EACH" >/dev/null 2>&1 &
   perf_pid=$!
 }
 profile_end() { # OUTPUT
   [ -n "${PROFILE:-}" ] || return 0
   wait "$perf_pid" || true
+  [ -z "${PERF_DATA:-}" ] || cp "$WORK/perf.data" "${PERF_DATA}.$(basename "$1" .txt)"
   { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -60; } >"$1" || true # head closes the pipe early
 }
 master_of() { cat "$WORK/$1.pid"; }

@@ -79,6 +79,10 @@ pub enum CertificateSource {
     Operator,
     /// Made by the server at start (development): clients must be told to trust it.
     SelfSigned,
+    /// The operator's files are there but cannot be used (one missing or unreadable, not
+    /// PEM, or a key that is not the certificate's): the gateway does not listen until the
+    /// operator fixes them.
+    Unusable,
     /// Plain HTTP (`gateway_plain_http`).
     None,
 }

@@ -79,6 +79,14 @@ fn Certificate(g: Gateway) -> impl IntoView {
     let label = match g.certificate {
         CertificateSource::Operator => "operator's",
         CertificateSource::SelfSigned => "self-signed",
+        CertificateSource::Unusable => {
+            return view! {
+                <span class="text-rose-700" title="The operator's certificate files for this gateway cannot be used; it does not listen until they are fixed">
+                    "operator's files unusable: not listening"
+                </span>
+            }
+            .into_any()
+        }
         CertificateSource::None => {
             return view! { <span class="text-slate-500">"none (plain HTTP)"</span> }.into_any()
         }

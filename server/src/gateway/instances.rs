@@ -35,15 +35,22 @@ fn gateway_from_row(gw: &GatewayConfig, r: &AnyRow) -> Result<Gateway, sqlx::Err
     })
 }
 
-/// Where a gateway's certificate comes from: the operator's files when they are there.
+/// Where a gateway's certificate comes from: the operator's files when they are there and
+/// make a certificate the listener can present (read as its listener reads them), else
+/// a self-signed one. Files that are there but unusable stop the listener (it does not fall
+/// back to a certificate the operator did not choose): said so, without their paths or why.
 fn certificate_source(gw: &GatewayConfig, tenant_slug: &str, name: &str) -> CertificateSource {
     if gw.plain_http {
         return CertificateSource::None;
     }
-    let stem = super::tls::file_stem(tenant_slug, name);
-    match &gw.tls_dir {
-        Some(dir) if dir.join(format!("{stem}.crt")).exists() => CertificateSource::Operator,
-        _ => CertificateSource::SelfSigned,
+    match gw
+        .tls_dir
+        .as_deref()
+        .and_then(|dir| super::tls::from_dir(dir, tenant_slug, name))
+    {
+        Some(Ok(_)) => CertificateSource::Operator,
+        Some(Err(_)) => CertificateSource::Unusable,
+        None => CertificateSource::SelfSigned,
     }
 }
 

@@ -39,19 +39,20 @@ impl Gateways {
             if listeners.contains_key(&g.id) || g.port == 0 {
                 continue;
             }
+            let tls = match self.tls_of(g) {
+                Ok(t) => t,
+                Err(e) => {
+                    // Fail closed: no listener (its port not even bound) rather than one without
+                    // its certificate.
+                    tracing::error!(gateway = %g.name, tenant = %g.tenant_slug, error = %e, "gateway: its certificate cannot be read; not listening");
+                    continue;
+                }
+            };
             let addr = SocketAddr::new(self.bind, g.port);
             let tcp = match tokio::net::TcpListener::bind(addr).await {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::error!(gateway = %g.name, %addr, error = %e, "gateway: cannot listen");
-                    continue;
-                }
-            };
-            let tls = match self.tls_of(g) {
-                Ok(t) => t,
-                Err(e) => {
-                    // Fail closed: no listener rather than one without its certificate.
-                    tracing::error!(gateway = %g.name, tenant = %g.tenant_slug, error = %e, "gateway: its certificate cannot be read; not listening");
                     continue;
                 }
             };

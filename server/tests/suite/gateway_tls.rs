@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::gateway_proxy::{call, client, ports, setup};
+use crate::gateway_proxy::{call, client, created, ports, setup};
 use crate::upstreams;
 
 both_stores!(tls_with_the_operators_certificate_or_a_self_signed_one);
@@ -214,5 +214,44 @@ async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
         .send()
         .await
         .is_err());
+
+    // The operator's files for a gateway that cannot be used (the certificate is not PEM): the
+    // gateway says so (it said "operator" before), and its port stays closed rather than
+    // presenting a certificate the operator did not choose.
+    std::fs::write(dir.path().join("acme-staging.crt"), "not a certificate").unwrap();
+    std::fs::write(dir.path().join("acme-staging.key"), &key).unwrap();
+    let staging = created(
+        &gw.app,
+        &gw.admin,
+        "/api/v1/gateways",
+        json!({"name": "staging"}),
+    )
+    .await;
+    assert_eq!(staging["certificate"], "unusable", "{staging}");
+    let staging_port = staging["port"].as_u64().unwrap() as u16;
+    let staging_id = staging["id"].as_str().unwrap().to_string();
+    // Longer than the listeners take to follow a new gateway and to try again (2 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(tokio::net::TcpStream::connect(("127.0.0.1", staging_port))
+        .await
+        .is_err());
+    // Fixed, the files are used within a few seconds, and the gateway says so.
+    std::fs::write(dir.path().join("acme-staging.crt"), &crt).unwrap();
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", staging_port))
+        .await
+        .is_err()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the fixed certificate was not taken"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fixed = gw
+        .app
+        .get(&format!("/api/v1/gateways/{staging_id}"), &gw.member)
+        .await;
+    assert_eq!(fixed.body["certificate"], "operator", "{}", fixed.text);
     gw.app.finish().await;
 }

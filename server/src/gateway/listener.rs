@@ -71,7 +71,9 @@ pub(super) fn spawn(
                     req.extensions_mut().insert(ConnectInfo(peer));
                     app.clone().oneshot(req.map(Body::new))
                 });
-                let builder = Builder::new(TokioExecutor::new());
+                let mut builder = Builder::new(TokioExecutor::new());
+                // HTTP/2 WebSockets (RFC 8441 extended CONNECT).
+                builder.http2().enable_connect_protocol();
                 match acceptor {
                     Some(acceptor) => {
                         let Ok(Ok(tls)) =

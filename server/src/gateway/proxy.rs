@@ -24,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use hyper::upgrade::OnUpgrade;
 use serde_json::json;
 
 use app::model::GatewayTokenKind;
@@ -250,8 +249,9 @@ async fn handle(
         endpoint: stats.clone(),
         target: None,
     };
-    // A WebSocket handshake: the client's connection is handed over after the 101.
-    let upgrade = upgrade::requested(req.headers()).map(|p| (p, hyper::upgrade::on(&mut req)));
+    // A WebSocket handshake: the client's connection (or HTTP/2 stream) is handed over once
+    // the instance switched protocols.
+    let upgrade = upgrade::asked(&mut req);
     let resp = forward(g, ep, req, peer, &host, now, guard, upgrade).await;
     stats.observe(resp.status().as_u16(), t0.elapsed());
     resp
@@ -266,10 +266,11 @@ async fn forward(
     host: &str,
     now: i64,
     mut guard: Inflight,
-    mut upgrade: Option<(HeaderValue, OnUpgrade)>,
+    mut upgrade: Option<upgrade::Asked>,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    let mut payload = if http_body::Body::is_end_stream(&body) {
+    // An upgrade's request has no body (extended CONNECT's stream is the tunnel's).
+    let mut payload = if http_body::Body::is_end_stream(&body) || upgrade.is_some() {
         Payload::Whole(Bytes::new())
     } else if small_json(&parts.headers) {
         match http_body_util::Limited::new(body, MAX_BODY_SCAN)
@@ -333,9 +334,13 @@ async fn forward(
     if let Ok(v) = HeaderValue::from_str(host) {
         sent.insert(HeaderName::from_static("x-forwarded-host"), v);
     }
-    if let Some((protocol, _)) = &upgrade {
-        upgrade::ask(&mut sent, protocol.clone());
+    if let Some(asked) = &upgrade {
+        upgrade::ask(&mut sent, asked);
     }
+    let method = match &upgrade {
+        Some(asked) => upgrade::method(asked, &parts.method),
+        None => parts.method.clone(),
+    };
     let mut tried: Vec<usize> = ep
         .targets
         .iter()
@@ -362,7 +367,7 @@ async fn forward(
             continue;
         };
         let mut up = axum::http::Request::builder()
-            .method(parts.method.clone())
+            .method(method.clone())
             .uri(Uri::from(path_and_query.clone()))
             .body(body)
             .unwrap_or_default();
@@ -382,10 +387,11 @@ async fn forward(
         match tokio::time::timeout(UPSTREAM_HEADERS_TIMEOUT, sent).await {
             Ok(Ok((mut resp, lease))) => {
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-                    if let Some((_, client)) = upgrade.take() {
+                    if let Some(asked) = upgrade.take() {
                         let upstream = hyper::upgrade::on(&mut resp);
-                        let (rp, _) = resp.into_parts();
-                        upgrade::join(client, upstream, guard);
+                        let (mut rp, _) = resp.into_parts();
+                        upgrade::agreed(&asked, &mut rp);
+                        upgrade::join(asked.client, upstream, guard);
                         return Response::from_parts(rp, Body::empty());
                     }
                 }

@@ -6,16 +6,63 @@
 //! (the balancer's load) while it lasts, and its bytes are metered both ways. A route switch
 //! or a stopped listener leaves an open tunnel alone.
 //!
-//! HTTP/2 clients use extended CONNECT (RFC 8441) for WebSockets, which is not offered: over
-//! TLS a WebSocket client negotiates HTTP/1.1.
+//! HTTP/2 clients ask by extended CONNECT (RFC 8441: `CONNECT` with a `:protocol`, offered
+//! in the listener's SETTINGS): the instance is asked the HTTP/1.1 way (`GET` with `Upgrade`,
+//! and for a WebSocket a `Sec-WebSocket-Key` of the gateway's own, HTTP/2 having none), and
+//! its `101` becomes the client's `200`, after which the HTTP/2 stream and the instance's
+//! connection are joined the same way.
 
 use std::sync::atomic::Ordering;
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::extract::Request;
+use axum::http::response::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use base64::Engine;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use super::metrics::Inflight;
+
+/// A request to switch protocols: what it asks for and the client's side, handed over once
+/// the instance agrees.
+pub(super) struct Asked {
+    /// The protocol (`Upgrade`'s value, or HTTP/2's `:protocol`).
+    pub(super) protocol: HeaderValue,
+    pub(super) client: OnUpgrade,
+    /// Asked by HTTP/2's extended CONNECT (RFC 8441), not HTTP/1.1's `Upgrade`.
+    pub(super) extended_connect: bool,
+}
+
+/// What `req` asks to switch to, if it does (HTTP/1.1 `Upgrade` or HTTP/2 extended CONNECT).
+pub(super) fn asked(req: &mut Request) -> Option<Asked> {
+    let (protocol, extended_connect) = match extended_connect(req) {
+        Some(p) => (p, true),
+        None => (requested(req.headers())?, false),
+    };
+    Some(Asked {
+        protocol,
+        client: hyper::upgrade::on(req),
+        extended_connect,
+    })
+}
+
+/// HTTP/2's extended CONNECT: the `:protocol` asked for.
+fn extended_connect(req: &Request) -> Option<HeaderValue> {
+    if req.method() != Method::CONNECT {
+        return None;
+    }
+    let p = req.extensions().get::<hyper::ext::Protocol>()?;
+    HeaderValue::from_str(p.as_str()).ok()
+}
+
+/// The HTTP/1.1 request line's method for what was asked (`GET` for extended CONNECT).
+pub(super) fn method(asked: &Asked, method: &Method) -> Method {
+    if asked.extended_connect {
+        Method::GET
+    } else {
+        method.clone()
+    }
+}
 
 /// The protocol asked for (`Upgrade`'s value) when the request asks to switch protocols.
 pub(super) fn requested(headers: &HeaderMap) -> Option<HeaderValue> {
@@ -31,10 +78,35 @@ pub(super) fn requested(headers: &HeaderMap) -> Option<HeaderValue> {
     headers.get(header::UPGRADE).cloned()
 }
 
-/// Puts back the headers that ask the instance to switch protocols.
-pub(super) fn ask(sent: &mut HeaderMap, protocol: HeaderValue) {
+/// Puts back the headers that ask the instance to switch protocols. For an HTTP/2 client's
+/// WebSocket, the HTTP/1.1 handshake's key and version too (RFC 6455 section 4.1).
+pub(super) fn ask(sent: &mut HeaderMap, asked: &Asked) {
     sent.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    sent.insert(header::UPGRADE, protocol);
+    sent.insert(header::UPGRADE, asked.protocol.clone());
+    if asked.extended_connect && asked.protocol.as_bytes().eq_ignore_ascii_case(b"websocket") {
+        let key = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>());
+        if let Ok(key) = HeaderValue::from_str(&key) {
+            sent.insert(header::SEC_WEBSOCKET_KEY, key);
+        }
+        sent.entry(header::SEC_WEBSOCKET_VERSION)
+            .or_insert(HeaderValue::from_static("13"));
+    }
+}
+
+/// The answer to the client once the instance switched protocols: the `101` as it is, or
+/// for extended CONNECT a `200` without the HTTP/1.1 handshake's headers.
+pub(super) fn agreed(asked: &Asked, rp: &mut Parts) {
+    if asked.extended_connect {
+        rp.status = StatusCode::OK;
+        for h in [
+            header::CONNECTION,
+            header::UPGRADE,
+            header::SEC_WEBSOCKET_ACCEPT,
+            header::CONTENT_LENGTH,
+        ] {
+            rp.headers.remove(h);
+        }
+    }
 }
 
 /// Joins the client's and the instance's upgraded connections once both are handed over;

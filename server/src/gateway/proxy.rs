@@ -269,8 +269,9 @@ async fn forward(
     mut upgrade: Option<upgrade::Asked>,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    // An upgrade's request has no body (extended CONNECT's stream is the tunnel's).
-    let mut payload = if http_body::Body::is_end_stream(&body) || upgrade.is_some() {
+    // Extended CONNECT's stream is the tunnel's, not a body for the instance's `GET`.
+    let tunnel_only = upgrade.as_ref().is_some_and(|a| a.extended_connect);
+    let mut payload = if http_body::Body::is_end_stream(&body) || tunnel_only {
         Payload::Whole(Bytes::new())
     } else if small_json(&parts.headers) {
         match http_body_util::Limited::new(body, MAX_BODY_SCAN)

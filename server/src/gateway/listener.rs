@@ -12,9 +12,9 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot, watch};
 use tower::ServiceExt;
 
 /// How long a TLS handshake may take.
@@ -40,16 +40,21 @@ pub(super) struct TcpListenerHandle {
     pub(super) _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Serves `app` on `tcp` until `stopped` fires (or its sender is dropped).
+/// Serves the gateway's requests on `tcp` until `stopped` fires (or its sender is dropped):
+/// HTTP/1.1 on the gateway's own path ([`super::h1`]), HTTP/2 (ALPN `h2`, or a plain
+/// connection's HTTP/2 preface) and whatever that path hands over through hyper.
 pub(super) fn spawn(
     tcp: TcpListener,
-    app: Router,
+    ctx: Arc<super::h1::Ctx>,
     tls: Option<Arc<rustls::ServerConfig>>,
     mut stopped: oneshot::Receiver<()>,
 ) {
     tokio::spawn(async move {
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        let graceful = GracefulShutdown::new();
+        // Set when the listener stops: idle connections close, busy ones after their answer.
+        let (closing_tx, closing) = watch::channel(false);
+        // Held by every connection: `recv` gives `None` once all have ended.
+        let (alive, mut all_ended) = mpsc::channel::<()>(1);
         loop {
             let (stream, peer) = tokio::select! {
                 r = tcp.accept() => match r {
@@ -63,38 +68,62 @@ pub(super) fn spawn(
                 _ = &mut stopped => break,
             };
             let _ = stream.set_nodelay(true);
-            let app = app.clone();
-            let watcher = graceful.watcher();
+            let ctx = ctx.clone();
+            let closing = closing.clone();
+            let alive = alive.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-                    req.extensions_mut().insert(ConnectInfo(peer));
-                    app.clone().oneshot(req.map(Body::new))
-                });
-                let mut builder = Builder::new(TokioExecutor::new());
-                // HTTP/2 WebSockets (RFC 8441 extended CONNECT).
-                builder.http2().enable_connect_protocol();
-                match acceptor {
-                    Some(acceptor) => {
-                        let Ok(Ok(tls)) =
-                            tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
-                        else {
-                            return;
-                        };
-                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-                        let _ = watcher.watch(conn.into_owned()).await;
-                    }
-                    None => {
-                        let conn =
-                            builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                        let _ = watcher.watch(conn.into_owned()).await;
-                    }
+                let _alive = alive;
+                let Some(acceptor) = acceptor else {
+                    return super::h1::serve(stream, peer, ctx, closing).await;
+                };
+                let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
+                else {
+                    return;
+                };
+                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    let app = ctx.app.clone();
+                    drop(ctx);
+                    Box::pin(serve_hyper(tls, peer, app, closing)).await;
+                } else {
+                    super::h1::serve(tls, peer, ctx, closing).await;
                 }
             });
         }
         drop(tcp);
-        let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+        let _ = closing_tx.send(true);
+        drop(alive);
+        let _ = tokio::time::timeout(DRAIN, all_ended.recv()).await;
     });
+}
+
+/// Serves a connection with hyper (HTTP/1.1 or HTTP/2, upgrades included) until it ends;
+/// once `closing` is set it ends gracefully (requests in flight are answered).
+pub(super) async fn serve_hyper<T>(
+    io: T,
+    peer: SocketAddr,
+    app: Router,
+    mut closing: watch::Receiver<bool>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        app.clone().oneshot(req.map(Body::new))
+    });
+    let mut builder = Builder::new(TokioExecutor::new());
+    // HTTP/2 WebSockets (RFC 8441 extended CONNECT).
+    builder.http2().enable_connect_protocol();
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    let mut conn = std::pin::pin!(conn);
+    if !*closing.borrow() {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = closing.changed() => {}
+        }
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
 }
 
 /// The peer address a request came from (set per connection by [`spawn`]).

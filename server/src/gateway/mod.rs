@@ -11,6 +11,7 @@
 pub mod affinity;
 pub mod api;
 pub mod endpoints;
+mod h1;
 pub mod instances;
 pub mod listener;
 pub mod metrics;

@@ -31,16 +31,16 @@ use app::model::GatewayTokenKind;
 use super::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
 use super::metrics::Inflight;
 use super::shared::{Gateways, EJECT_MS};
-use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot};
+use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot, TargetSnap};
 use super::upgrade;
 use super::upstream::{exchange, Lease, UpError};
 use super::usage::Meter;
 use crate::identity::secret::digest;
 
 /// How long an upstream has to start its answer.
-const UPSTREAM_HEADERS_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const UPSTREAM_HEADERS_TIMEOUT: Duration = Duration::from_secs(300);
 /// Instances tried for one request (only while nothing was sent upstream).
-const ATTEMPTS: usize = 3;
+pub(super) const ATTEMPTS: usize = 3;
 /// The header that carries a session key (besides an OpenAI-style body's `user`).
 pub const SESSION_HEADER: &str = "x-session-id";
 
@@ -57,28 +57,120 @@ pub(super) fn router(shared: Arc<Gateways>, gateway_id: String) -> Router {
 
 /// Who produced an error.
 #[derive(Clone, Copy)]
-enum Source {
+pub(super) enum Source {
     Gateway,
     Upstream,
 }
 
-fn problem(status: StatusCode, slug: &str, title: &str, source: Source) -> Response {
-    let body = json!({
-        "type": format!("https://switchyard.dev/problems/gateway/{slug}"),
-        "title": title,
-        "status": status.as_u16(),
-        "source": match source { Source::Gateway => "gateway", Source::Upstream => "upstream" },
-    });
-    let mut r = (status, body.to_string()).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    if status == StatusCode::UNAUTHORIZED {
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+/// A refusal or failure the gateway answers itself, as `application/problem+json`.
+#[derive(Clone, Copy)]
+pub(super) struct Problem {
+    pub status: StatusCode,
+    slug: &'static str,
+    title: &'static str,
+    source: Source,
+}
+
+const fn p(status: StatusCode, slug: &'static str, title: &'static str, source: Source) -> Problem {
+    Problem {
+        status,
+        slug,
+        title,
+        source,
     }
-    r
+}
+
+pub(super) const UNAVAILABLE: Problem = p(
+    StatusCode::SERVICE_UNAVAILABLE,
+    "unavailable",
+    "The gateway cannot serve requests right now",
+    Source::Gateway,
+);
+pub(super) const NO_ROUTE: Problem = p(
+    StatusCode::NOT_FOUND,
+    "no-route",
+    "No route on this gateway for this host and path",
+    Source::Gateway,
+);
+const TOKEN_MISSING: Problem = p(
+    StatusCode::UNAUTHORIZED,
+    "token-missing",
+    "A gateway token is required",
+    Source::Gateway,
+);
+const TOKEN_INVALID: Problem = p(
+    StatusCode::UNAUTHORIZED,
+    "token-invalid",
+    "This token is not valid on this gateway",
+    Source::Gateway,
+);
+const TOKEN_EXPIRED: Problem = p(
+    StatusCode::UNAUTHORIZED,
+    "token-expired",
+    "This token has expired",
+    Source::Gateway,
+);
+const FORBIDDEN: Problem = p(
+    StatusCode::FORBIDDEN,
+    "forbidden",
+    "This token may not call this endpoint",
+    Source::Gateway,
+);
+pub(super) const BAD_BODY: Problem = p(
+    StatusCode::BAD_REQUEST,
+    "bad-body",
+    "The request body could not be read",
+    Source::Gateway,
+);
+pub(super) const UPSTREAM_FAILED: Problem = p(
+    StatusCode::BAD_GATEWAY,
+    "upstream-failed",
+    "The endpoint's instance failed to answer",
+    Source::Upstream,
+);
+pub(super) const UPSTREAM_TIMEOUT: Problem = p(
+    StatusCode::GATEWAY_TIMEOUT,
+    "upstream-timeout",
+    "The endpoint's instance did not answer in time",
+    Source::Upstream,
+);
+pub(super) const NO_INSTANCE: Problem = p(
+    StatusCode::SERVICE_UNAVAILABLE,
+    "no-instance",
+    "The endpoint has no instance that answers",
+    Source::Upstream,
+);
+pub(super) const UPSTREAM_UNREACHABLE: Problem = p(
+    StatusCode::BAD_GATEWAY,
+    "upstream-unreachable",
+    "The endpoint's instances could not be reached",
+    Source::Upstream,
+);
+
+impl Problem {
+    /// The JSON document.
+    pub(super) fn body(&self) -> String {
+        json!({
+            "type": format!("https://switchyard.dev/problems/gateway/{}", self.slug),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "source": match self.source { Source::Gateway => "gateway", Source::Upstream => "upstream" },
+        })
+        .to_string()
+    }
+
+    fn response(self) -> Response {
+        let mut r = (self.status, self.body()).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
 }
 
 /// The request's host, lowercase, without a port.
@@ -89,6 +181,11 @@ fn host_of(req: &Request) -> String {
         .and_then(|v| v.to_str().ok())
         .or_else(|| req.uri().host())
         .unwrap_or("");
+    normalize_host(h)
+}
+
+/// A `Host` value as routes name hosts: lowercase, without a port or a trailing dot.
+pub(super) fn normalize_host(h: &str) -> String {
     let h = match h.rsplit_once(':') {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => h,
@@ -96,65 +193,68 @@ fn host_of(req: &Request) -> String {
     h.trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// Checks the request's gateway token against the endpoint: `Err` is the refusal.
-fn authorize(
+/// Checks the request's gateway token (its `Authorization` value) against the endpoint:
+/// `Err` is the refusal.
+pub(super) fn authorize(
     snap: &Snapshot,
     gw: &GatewaySnap,
     ep: &EndpointSnap,
-    headers: &HeaderMap,
+    authorization: Option<&str>,
     now: i64,
-) -> Result<(), Box<Response>> {
-    let unauthorized = |slug: &str, title: &str| {
-        Box::new(problem(
-            StatusCode::UNAUTHORIZED,
-            slug,
-            title,
-            Source::Gateway,
-        ))
-    };
-    let secret = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+) -> Result<(), Problem> {
+    let secret = authorization
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| unauthorized("token-missing", "A gateway token is required"))?;
+        .ok_or(TOKEN_MISSING)?;
     // A token of another gateway (namespace) is as unknown here as a made-up one.
     let t = snap
         .tokens
         .get(&digest(secret))
         .filter(|t| t.gateway_id == gw.id && t.tenant_id == gw.tenant_id)
-        .ok_or_else(|| unauthorized("token-invalid", "This token is not valid on this gateway"))?;
+        .ok_or(TOKEN_INVALID)?;
     if t.expires_at.is_some_and(|at| at <= now) {
-        return Err(unauthorized("token-expired", "This token has expired"));
+        return Err(TOKEN_EXPIRED);
     }
     let user_ok = snap
         .users
         .get(&t.user_id)
         .is_some_and(|u| !u.disabled && u.tenant_id == gw.tenant_id);
     if !user_ok {
-        return Err(unauthorized(
-            "token-invalid",
-            "This token is not valid on this gateway",
-        ));
+        return Err(TOKEN_INVALID);
     }
     let named = t.kind == GatewayTokenKind::User || t.endpoints.contains(&ep.id);
     if !named || !snap.may_use(&t.user_id, ep) {
-        return Err(Box::new(problem(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "This token may not call this endpoint",
-            Source::Gateway,
-        )));
+        return Err(FORBIDDEN);
     }
     Ok(())
 }
 
+/// The instances not to pick now (down, not seen up yet, ejected), by index.
+pub(super) fn skipped(ep: &EndpointSnap, now: i64) -> Vec<usize> {
+    ep.targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.state.usable(now, t.job))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// An instance refused the connection: counted as a failure and skipped for a while.
+pub(super) fn eject(ep: &EndpointSnap, target: &TargetSnap, now: i64) {
+    let state = &target.state;
+    state.failures.fetch_add(1, Ordering::Relaxed);
+    state
+        .ejected_until
+        .store(now.saturating_add(EJECT_MS), Ordering::Relaxed);
+    tracing::warn!(endpoint = %ep.name, target = %target.address, "gateway: instance refused the connection; ejected");
+}
+
 /// Headers that concern one connection, not the request (RFC 9110 section 7.6.1).
-const HOP_BY_HOP: &[&str] = &[
+pub(super) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -210,38 +310,29 @@ async fn handle(
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "gateway: reading its configuration failed");
-            return problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "The gateway cannot serve requests right now",
-                Source::Gateway,
-            );
+            return UNAVAILABLE.response();
         }
     };
-    let no_route = || {
-        problem(
-            StatusCode::NOT_FOUND,
-            "no-route",
-            "No route on this gateway for this host and path",
-            Source::Gateway,
-        )
-    };
     let Some(gw) = snap.gateways.get(&ctx.gateway_id) else {
-        return no_route();
+        return NO_ROUTE.response();
     };
     let host = host_of(&req);
     let Some(ep) = gw
         .route(&host, req.uri().path())
         .and_then(|r| snap.endpoints.get(&r.endpoint_id))
     else {
-        return no_route();
+        return NO_ROUTE.response();
     };
     let now = g.store.now();
     let stats = &ep.stats;
     if !ep.public {
-        if let Err(refused) = authorize(&snap, gw, ep, req.headers(), now) {
-            stats.observe(refused.status().as_u16(), t0.elapsed());
-            return *refused;
+        let authorization = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if let Err(refused) = authorize(&snap, gw, ep, authorization, now) {
+            stats.observe(refused.status.as_u16(), t0.elapsed());
+            return refused.response();
         }
     }
     stats.inflight.fetch_add(1, Ordering::Relaxed);
@@ -279,14 +370,7 @@ async fn forward(
             .await
         {
             Ok(b) => Payload::Whole(b.to_bytes()),
-            Err(_) => {
-                return problem(
-                    StatusCode::BAD_REQUEST,
-                    "bad-body",
-                    "The request body could not be read",
-                    Source::Gateway,
-                )
-            }
+            Err(_) => return BAD_BODY.response(),
         }
     } else {
         // Counted as it streams through to the instance.
@@ -342,13 +426,7 @@ async fn forward(
         Some(asked) => upgrade::method(asked, &parts.method),
         None => parts.method.clone(),
     };
-    let mut tried: Vec<usize> = ep
-        .targets
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !t.state.usable(now, t.job))
-        .map(|(i, _)| i)
-        .collect();
+    let mut tried = skipped(ep, now);
     let path_and_query = parts
         .uri
         .path_and_query()
@@ -426,48 +504,24 @@ async fn forward(
                 if let Some(t) = guard.target.take() {
                     t.inflight.fetch_sub(1, Ordering::Relaxed);
                 }
-                state.failures.fetch_add(1, Ordering::Relaxed);
-                state
-                    .ejected_until
-                    .store(now.saturating_add(EJECT_MS), Ordering::Relaxed);
-                tracing::warn!(endpoint = %ep.name, target = %target.address, "gateway: instance refused the connection; ejected");
+                eject(ep, target, now);
                 continue;
             }
             Ok(Err(e)) => {
                 state.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(endpoint = %ep.name, target = %target.address, error = %e, "gateway: upstream failed");
-                return problem(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream-failed",
-                    "The endpoint's instance failed to answer",
-                    Source::Upstream,
-                );
+                return UPSTREAM_FAILED.response();
             }
             Err(_) => {
                 state.failures.fetch_add(1, Ordering::Relaxed);
-                return problem(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream-timeout",
-                    "The endpoint's instance did not answer in time",
-                    Source::Upstream,
-                );
+                return UPSTREAM_TIMEOUT.response();
             }
         }
     }
     if ep.targets.is_empty() || tried.len() >= ep.targets.len() {
-        problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no-instance",
-            "The endpoint has no instance that answers",
-            Source::Upstream,
-        )
+        NO_INSTANCE.response()
     } else {
-        problem(
-            StatusCode::BAD_GATEWAY,
-            "upstream-unreachable",
-            "The endpoint's instances could not be reached",
-            Source::Upstream,
-        )
+        UPSTREAM_UNREACHABLE.response()
     }
 }
 

@@ -57,8 +57,12 @@ impl Gateways {
                 }
             };
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let app = proxy::router(self.clone(), g.id.clone());
-            super::listener::spawn(tcp, app, tls.as_ref().map(|t| t.config.clone()), stopped);
+            let ctx = Arc::new(super::h1::Ctx {
+                gateways: self.clone(),
+                gateway_id: g.id.clone(),
+                app: proxy::router(self.clone(), g.id.clone()),
+            });
+            super::listener::spawn(tcp, ctx, tls.as_ref().map(|t| t.config.clone()), stopped);
             tracing::info!(gateway = %g.name, tenant = %g.tenant_slug, %addr, tls = tls.is_some(), "gateway: listening");
             listeners.insert(
                 g.id.clone(),

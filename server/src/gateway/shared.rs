@@ -39,6 +39,8 @@ pub struct Gateways {
     pub(super) client: Client<HttpConnector, Body>,
     /// Every other request's upstream connections, driven by the request's own task.
     pub(super) upstreams: Arc<super::upstream::Upstreams>,
+    /// The HTTP/1.1 path's idle upstream connections.
+    pub(super) h1_upstreams: super::h1::Pool,
     pub(super) listeners: tokio::sync::Mutex<HashMap<String, Listener>>,
     /// The raw TCP routes' listeners, by port.
     pub(super) tcp_listeners: tokio::sync::Mutex<HashMap<u16, TcpListenerHandle>>,
@@ -74,6 +76,7 @@ impl Gateways {
             targets: Mutex::new(HashMap::new()),
             client,
             upstreams: Default::default(),
+            h1_upstreams: Default::default(),
             listeners: tokio::sync::Mutex::new(HashMap::new()),
             tcp_listeners: tokio::sync::Mutex::new(HashMap::new()),
             self_signed: Mutex::new(HashMap::new()),

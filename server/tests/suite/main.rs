@@ -23,6 +23,7 @@ mod gateway_tcp_certificates;
 mod gateway_tls;
 mod gateway_traffic;
 mod gateway_upgrade;
+mod gateway_wire;
 mod history;
 mod in_use;
 mod input;

@@ -306,3 +306,78 @@ pub async fn start_tcp(name: &str) -> Upstream {
     });
     Upstream { addr, seen, task }
 }
+
+/// Starts an instance that writes its answers byte for byte, with the framings a hand-made
+/// server may use: `/v1/raw/chunked` (two chunks and a trailer), `/v1/raw/close` (no length:
+/// the body ends with the connection), `/v1/raw/hints` (a 103 before the answer), any `HEAD`
+/// (a length and no body); anything else gets `"{METHOD} {target} {body length}"`. Each
+/// request head is counted in `seen.requests`.
+pub async fn start_raw(name: &str) -> Upstream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = name;
+    let seen = Arc::new(Seen::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let s = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            s.connections.fetch_add(1, Ordering::Relaxed);
+            let s = s.clone();
+            conns.spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    // One request: its head, then as many body bytes as it says.
+                    let end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        let mut chunk = [0u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (n, v) = l.split_once(':')?;
+                            n.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < end + length {
+                        let mut chunk = [0u8; 4096];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..end + length);
+                    s.requests.fetch_add(1, Ordering::Relaxed);
+                    let mut first = head.lines().next().unwrap_or("").split(' ');
+                    let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+                    let (answer, close) = match (method, target) {
+                        ("HEAD", _) => ("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_string(), false),
+                        (_, "/v1/raw/chunked") => ("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: t\r\n\r\n".to_string(), false),
+                        (_, "/v1/raw/close") => ("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end".to_string(), true),
+                        (_, "/v1/raw/hints") => ("HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_string(), false),
+                        _ => {
+                            let body = format!("{method} {target} {length}");
+                            (format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()), false)
+                        }
+                    };
+                    if stream.write_all(answer.as_bytes()).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Upstream { addr, seen, task }
+}

@@ -1,0 +1,64 @@
+//! Idle upstream connections of the HTTP/1.1 path, by instance address: plain TCP streams
+//! the request's own task writes to and reads from. One the instance closed (or sent
+//! something unasked on), or idle for a minute, is dropped when looked at.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+/// How long connecting to an instance may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// An idle connection older than this is closed rather than used.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Idle connections kept per instance.
+const MAX_IDLE: usize = 256;
+
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<(TcpStream, Instant)>>>,
+}
+
+/// Whether an idle connection can still take a request: nothing to read (an instance that
+/// closed it makes it readable, at its end).
+fn open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+impl Pool {
+    /// An idle connection to `authority` that is still open.
+    pub(super) fn checkout(&self, authority: &str) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.get_mut(authority)?;
+        while let Some((s, since)) = list.pop() {
+            if since.elapsed() < IDLE_TIMEOUT && open(&s) {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Puts back a connection whose last answer was read whole.
+    pub(super) fn checkin(&self, authority: &str, stream: TcpStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = match idle.get_mut(authority) {
+            Some(l) => l,
+            None => idle.entry(authority.to_string()).or_default(),
+        };
+        if list.len() < MAX_IDLE {
+            list.push((stream, Instant::now()));
+        }
+    }
+}
+
+/// A new connection to `authority` (`None`: refused, unreachable or timed out).
+pub(super) async fn connect(authority: &str) -> Option<TcpStream> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(authority))
+        .await
+        .ok()?
+        .ok()?;
+    let _ = stream.set_nodelay(true);
+    Some(stream)
+}

@@ -1,0 +1,269 @@
+//! The gateway's HTTP/1.1 as a client sees it on the wire, against an instance that writes
+//! its answers by hand: each framing (chunked with a trailer, a length, no length, a `HEAD`'s
+//! length without a body, a 103 before the answer) reaches the client intact and the
+//! connection serves the next request; requests sent ahead in one write, or a byte at a time,
+//! are each answered in order; a body too large to be read whole streams through to the
+//! instance mid-connection; `Connection: close` is honoured.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::both_stores;
+use crate::common::{Kind, TestApp};
+use crate::gateway_proxy::{ports, setup, Gw};
+use crate::upstreams::{self, Upstream};
+
+both_stores!(
+    answers_keep_their_framing_and_the_connection_serves_the_next,
+    requests_sent_ahead_or_in_pieces_are_each_answered
+);
+
+async fn gateway(kind: Kind, up: &Upstream) -> (Gw, String) {
+    let mut app = TestApp::with_manual_clock(kind).await;
+    let range = ports();
+    app.reconfigure(|c| c.gateway.ports = range);
+    let gw = setup(app, &[up]).await;
+    let (token, _) = gw
+        .token(&gw.member, &gw.prod, serde_json::json!({"name": "wire"}))
+        .await;
+    (gw, token)
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).to_string()
+    }
+}
+
+/// A client connection written and read by hand.
+struct Wire {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Wire {
+    async fn open(gw: &Gw) -> Wire {
+        let addr = gw.prod_url.trim_start_matches("http://").to_string();
+        Wire {
+            s: TcpStream::connect(addr).await.unwrap(),
+            buf: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads more; false at the connection's end.
+    async fn more(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), self.s.read(&mut chunk))
+            .await
+            .expect("the gateway answered within 10 s")
+            .unwrap_or(0);
+        self.buf.extend_from_slice(&chunk[..n]);
+        n > 0
+    }
+
+    async fn line(&mut self) -> String {
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let l = String::from_utf8_lossy(&self.buf[..i]).to_string();
+                self.buf.drain(..i + 2);
+                return l;
+            }
+            assert!(self.more().await, "the connection ended within a line");
+        }
+    }
+
+    async fn bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            assert!(self.more().await, "the connection ended within a body");
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    /// One answer; `head_request`: it answers a `HEAD` (no body whatever it says).
+    async fn answer(&mut self, head_request: bool) -> Answer {
+        let status_line = self.line().await;
+        assert!(status_line.starts_with("HTTP/1.1 "), "{status_line:?}");
+        let status: u16 = status_line[9..12].parse().unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let l = self.line().await;
+            if l.is_empty() {
+                break;
+            }
+            let (n, v) = l.split_once(':').expect("a header line");
+            headers.push((n.trim().to_string(), v.trim().to_string()));
+        }
+        let mut a = Answer {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        if head_request {
+            return a;
+        }
+        if a.header("transfer-encoding") == Some("chunked") {
+            loop {
+                let size = usize::from_str_radix(self.line().await.split(';').next().unwrap(), 16)
+                    .expect("a chunk size");
+                if size == 0 {
+                    while !self.line().await.is_empty() {}
+                    break;
+                }
+                let data = self.bytes(size).await;
+                a.body.extend_from_slice(&data);
+                assert_eq!(self.line().await, "", "a chunk ends with CRLF");
+            }
+        } else if let Some(n) = a.header("content-length") {
+            a.body = self.bytes(n.parse().unwrap()).await;
+        } else {
+            while self.more().await {}
+            a.body = std::mem::take(&mut self.buf);
+        }
+        a
+    }
+
+    /// Whether the gateway closes the connection (within 2 s, nothing more sent).
+    async fn closed(&mut self) -> bool {
+        let mut chunk = [0u8; 64];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), self.s.read(&mut chunk)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+}
+
+fn request(method: &str, target: &str, token: &str, extra: &str, body: &str) -> Vec<u8> {
+    format!(
+        "{method} {target} HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer {token}\r\n{extra}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+async fn answers_keep_their_framing_and_the_connection_serves_the_next(kind: Kind) {
+    let up = upstreams::start_raw("raw").await;
+    let (gw, token) = gateway(kind, &up).await;
+    let mut w = Wire::open(&gw).await;
+
+    w.send(&request("GET", "/v1/raw/chunked", &token, "", ""))
+        .await;
+    let a = w.answer(false).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.header("transfer-encoding"),
+        Some("chunked"),
+        "{:?}",
+        a.headers
+    );
+    assert_eq!(a.text(), "hello, world");
+
+    w.send(&request("GET", "/v1/raw/hints", &token, "", ""))
+        .await;
+    let a = w.answer(false).await;
+    assert_eq!(
+        (a.status, a.text().as_str()),
+        (200, "ok"),
+        "the 103 is not passed on"
+    );
+
+    w.send(&request("HEAD", "/v1/raw/any", &token, "", ""))
+        .await;
+    let a = w.answer(true).await;
+    assert_eq!((a.status, a.header("content-length")), (200, Some("5")));
+
+    // Had the HEAD's answer carried a body, this answer would start with it.
+    w.send(&request("POST", "/v1/echo?x=1", &token, "", "hello world"))
+        .await;
+    let a = w.answer(false).await;
+    assert_eq!(a.text(), "POST /v1/echo?x=1 11");
+
+    w.send(&request("GET", "/v1/raw/close", &token, "", ""))
+        .await;
+    let a = w.answer(false).await;
+    assert_eq!(a.header("connection"), Some("close"), "{:?}", a.headers);
+    assert_eq!(
+        a.text(),
+        "until the end",
+        "the body ends with the connection"
+    );
+    assert_eq!(
+        up.seen.requests.load(std::sync::atomic::Ordering::Relaxed),
+        5
+    );
+    gw.app.finish().await;
+}
+
+async fn requests_sent_ahead_or_in_pieces_are_each_answered(kind: Kind) {
+    let up = upstreams::start_raw("raw").await;
+    let (gw, token) = gateway(kind, &up).await;
+    let mut w = Wire::open(&gw).await;
+
+    // Three requests in one write, the last without a token: answered in order.
+    let mut ahead = request("GET", "/v1/a", &token, "", "");
+    ahead.extend(request("POST", "/v1/b", &token, "", "12345"));
+    ahead.extend(b"GET /v1/c HTTP/1.1\r\nHost: gw.test\r\n\r\n");
+    w.send(&ahead).await;
+    assert_eq!(w.answer(false).await.text(), "GET /v1/a 0");
+    assert_eq!(w.answer(false).await.text(), "POST /v1/b 5");
+    let refused = w.answer(false).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.header("www-authenticate"), Some("Bearer"));
+    assert!(
+        refused.text().contains("token-missing"),
+        "{}",
+        refused.text()
+    );
+
+    // A head a byte at a time, its body in two parts.
+    let slow = request("POST", "/v1/pieces", &token, "", "0123456789");
+    let (head, body) = slow.split_at(slow.len() - 10);
+    for b in head {
+        w.send(&[*b]).await;
+    }
+    w.send(&body[..4]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    w.send(&body[4..]).await;
+    assert_eq!(w.answer(false).await.text(), "POST /v1/pieces 10");
+
+    // A body too large to be read whole goes through hyper's path, on the same connection.
+    let big = "x".repeat(70_000);
+    w.send(&request("POST", "/v1/big", &token, "", &big)).await;
+    assert_eq!(w.answer(false).await.text(), "POST /v1/big 70000");
+    w.send(&request("GET", "/v1/after", &token, "", "")).await;
+    assert_eq!(w.answer(false).await.text(), "GET /v1/after 0");
+
+    // `Connection: close`: answered, then closed.
+    let mut w = Wire::open(&gw).await;
+    w.send(&request(
+        "GET",
+        "/v1/last",
+        &token,
+        "Connection: close\r\n",
+        "",
+    ))
+    .await;
+    let a = w.answer(false).await;
+    assert_eq!(a.text(), "GET /v1/last 0");
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(w.closed().await, "the gateway closed the connection");
+    gw.app.finish().await;
+}

@@ -35,7 +35,7 @@ use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot, TargetSnap};
 use super::upgrade;
 use super::upstream::{exchange, Lease, UpError};
 use super::usage::Meter;
-use crate::identity::secret::digest;
+use crate::identity::secret::digest_into;
 
 /// How long an upstream has to start its answer.
 pub(super) const UPSTREAM_HEADERS_TIMEOUT: Duration = Duration::from_secs(300);
@@ -181,16 +181,21 @@ fn host_of(req: &Request) -> String {
         .and_then(|v| v.to_str().ok())
         .or_else(|| req.uri().host())
         .unwrap_or("");
-    normalize_host(h)
+    normalize_host(h).into_owned()
 }
 
 /// A `Host` value as routes name hosts: lowercase, without a port or a trailing dot.
-pub(super) fn normalize_host(h: &str) -> String {
+pub(super) fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
     let h = match h.rsplit_once(':') {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => h,
     };
-    h.trim_end_matches('.').to_ascii_lowercase()
+    let h = h.trim_end_matches('.');
+    if h.bytes().any(|b| b.is_ascii_uppercase()) {
+        h.to_ascii_lowercase().into()
+    } else {
+        h.into()
+    }
 }
 
 /// Checks the request's gateway token (its `Authorization` value) against the endpoint:
@@ -211,9 +216,10 @@ pub(super) fn authorize(
         .filter(|s| !s.is_empty())
         .ok_or(TOKEN_MISSING)?;
     // A token of another gateway (namespace) is as unknown here as a made-up one.
+    let mut hex = [0u8; 64];
     let t = snap
         .tokens
-        .get(&digest(secret))
+        .get(digest_into(secret, &mut hex))
         .filter(|t| t.gateway_id == gw.id && t.tenant_id == gw.tenant_id)
         .ok_or(TOKEN_INVALID)?;
     if t.expires_at.is_some_and(|at| at <= now) {

@@ -126,14 +126,22 @@ impl EndpointSnap {
     /// ([`DEFAULT_BALANCE_FACTOR`]), past the bound only when every other instance is in
     /// `tried` (skipped: tried already, down or ejected).
     pub fn pick(&self, key: u64, tried: &[usize]) -> Option<usize> {
-        let load: Vec<u64> = self
-            .targets
-            .iter()
-            .map(|t| t.state.inflight.load(std::sync::atomic::Ordering::Relaxed))
-            .collect();
+        let inflight = |t: &TargetSnap| t.state.inflight.load(std::sync::atomic::Ordering::Relaxed);
+        // On the stack for the usual few instances.
+        let mut few = [0u64; 16];
+        let many: Vec<u64>;
+        let load: &[u64] = if self.targets.len() <= few.len() {
+            for (l, t) in few.iter_mut().zip(&self.targets) {
+                *l = inflight(t);
+            }
+            &few[..self.targets.len()]
+        } else {
+            many = self.targets.iter().map(inflight).collect();
+            &many
+        };
         self.ring
-            .pick(key, &load, DEFAULT_BALANCE_FACTOR, tried)
-            .or_else(|| self.ring.pick(key, &load, f64::INFINITY, tried))
+            .pick(key, load, DEFAULT_BALANCE_FACTOR, tried)
+            .or_else(|| self.ring.pick(key, load, f64::INFINITY, tried))
     }
 }
 

@@ -47,9 +47,12 @@ pub struct Meter {
 impl Meter {
     /// A meter for a response of this content type, if it can carry usage.
     pub fn for_content_type(content_type: &str) -> Option<Meter> {
-        let ct = content_type.to_ascii_lowercase();
-        let sse = ct.starts_with("text/event-stream");
-        (sse || ct.contains("json")).then(|| Meter {
+        let ct = content_type.as_bytes();
+        let sse = ct
+            .get(..17)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"text/event-stream"));
+        let json = ct.windows(4).any(|w| w.eq_ignore_ascii_case(b"json"));
+        (sse || json).then(|| Meter {
             sse,
             buf: Vec::new(),
             gave_up: false,
@@ -112,7 +115,7 @@ impl Meter {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 #[cfg(test)]

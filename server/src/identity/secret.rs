@@ -25,11 +25,30 @@ pub fn digest(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
+/// [`digest`] written into `out` (no allocation, for lookups on a hot path).
+pub fn digest_into<'a>(secret: &str, out: &'a mut [u8; 64]) -> &'a str {
+    let _ = hex::encode_to_slice(Sha256::digest(secret.as_bytes()), out);
+    std::str::from_utf8(out).unwrap_or_default()
+}
+
 pub use app::secret::constant_time_eq;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_digest_without_allocation_is_the_digest() {
+        let mut out = [0u8; 64];
+        for secret in ["", "syt_abc", "a secret of some length, with spaces"] {
+            assert_eq!(digest_into(secret, &mut out), digest(secret));
+        }
+        assert_eq!(
+            digest_into("abc", &mut out),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            "SHA-256 of abc (FIPS 180-2)"
+        );
+    }
 
     #[test]
     fn tokens_are_unique_prefixed_and_hash_stably() {

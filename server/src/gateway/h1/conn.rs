@@ -20,7 +20,7 @@ use super::head::{parse_request, parse_response, Framing, Parsed, RequestHead, R
 use super::pool::connect;
 use super::{Ctx, Rewind};
 use crate::gateway::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
-use crate::gateway::metrics::Inflight;
+use crate::gateway::metrics::{EndpointStats, TargetState};
 use crate::gateway::proxy::{
     authorize, eject, normalize_host, skipped, Problem, ATTEMPTS, NO_INSTANCE, NO_ROUTE,
     SESSION_HEADER, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_TIMEOUT,
@@ -81,6 +81,21 @@ struct Conn<T> {
     buf: BytesMut,
     client_ip: String,
     ctx: Arc<Ctx>,
+}
+
+/// Requests in flight to an endpoint and an instance, counted down when dropped.
+struct Counted<'a> {
+    endpoint: &'a EndpointStats,
+    target: Option<&'a TargetState>,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.endpoint.inflight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(t) = self.target {
+            t.inflight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Serves a client connection until it closes, or until `closing` is set (once the request
@@ -196,13 +211,15 @@ impl<T: Io> Conn<T> {
             }
         }
         stats.inflight.fetch_add(1, Ordering::Relaxed);
-        let mut guard = Inflight {
-            endpoint: stats.clone(),
+        let mut guard = Counted {
+            endpoint: stats,
             target: None,
         };
-        stats
-            .bytes_in
-            .fetch_add(body.len() as u64, Ordering::Relaxed);
+        if !body.is_empty() {
+            stats
+                .bytes_in
+                .fetch_add(body.len() as u64, Ordering::Relaxed);
+        }
         let headers: Vec<(String, String)> = head
             .session()
             .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
@@ -220,7 +237,9 @@ impl<T: Io> Conn<T> {
         ];
         let session = session_key(&sources, &headers, scanned).map(|k| key_hash(&k));
         let key = session.unwrap_or_else(rand::random::<u64>);
-        let prefix = head.upstream(&self.client_ip, &host);
+        // The head for the instance, to which each attempt adds its `Host` and the body.
+        let mut request = head.upstream(&self.client_ip, &host, 64 + body.len());
+        let prefix = request.len();
         let mut tried = skipped(ep, now);
         let mut failed = None;
         for _ in 0..ATTEMPTS.min(ep.targets.len().max(1)) {
@@ -238,10 +257,8 @@ impl<T: Io> Conn<T> {
             if let Some(h) = session {
                 state.sessions.add(h);
             }
-            guard.target = Some(state.clone());
-            let mut request =
-                Vec::with_capacity(prefix.len() + authority.as_str().len() + 10 + body.len());
-            request.extend_from_slice(&prefix);
+            guard.target = Some(state);
+            request.truncate(prefix);
             request.extend_from_slice(b"host: ");
             request.extend_from_slice(authority.as_str().as_bytes());
             request.extend_from_slice(b"\r\n\r\n");
@@ -294,8 +311,7 @@ impl<T: Io> Conn<T> {
         request: &[u8],
         head: &RequestHead,
     ) -> Result<(TcpStream, ResponseHead, BytesMut), Ask> {
-        let pool = &self.ctx.gateways.h1_upstreams;
-        let mut reused = pool.checkout(authority);
+        let mut reused = self.ctx.gateways.h1_upstreams.checkout(authority);
         loop {
             let fresh = reused.is_none();
             let mut up = match reused.take() {
@@ -368,14 +384,11 @@ impl<T: Io> Conn<T> {
         resp: ResponseHead,
         mut ubuf: BytesMut,
         authority: &str,
-        guard: Inflight,
+        guard: Counted<'_>,
         client_close: bool,
     ) -> bool {
-        let stats = guard.endpoint.clone();
-        let mut meter = resp
-            .content_type
-            .as_deref()
-            .and_then(Meter::for_content_type);
+        let stats = guard.endpoint;
+        let mut meter = resp.meter;
         ubuf.advance(resp.len);
         let close = client_close || resp.framing == Framing::Close;
         let mut out = resp.client;
@@ -388,6 +401,7 @@ impl<T: Io> Conn<T> {
             _ => 0,
         };
         let mut chunked = Chunked::default();
+        let mut body_bytes = 0u64;
         // Whether the body ended where its framing says, and the instance's connection with
         // it (`None`: not yet).
         let ended: Option<bool> = loop {
@@ -425,7 +439,7 @@ impl<T: Io> Conn<T> {
                     (ubuf.len(), false)
                 }
             };
-            stats.bytes_out.fetch_add(sent, Ordering::Relaxed);
+            body_bytes += sent;
             out.extend_from_slice(&ubuf[..take]);
             let extra = ubuf.len() > take;
             if !out.is_empty() {
@@ -454,6 +468,9 @@ impl<T: Io> Conn<T> {
                 },
             }
         };
+        if body_bytes > 0 {
+            stats.bytes_out.fetch_add(body_bytes, Ordering::Relaxed);
+        }
         if let Some(u) = meter.as_mut().and_then(Meter::finish) {
             stats.prompt_tokens.fetch_add(u.prompt, Ordering::Relaxed);
             stats

@@ -2,11 +2,13 @@
 //! ranges over the bytes read, and written out again with the hop-by-hop headers left out.
 //! Only requests whose framing is plain take this path; everything else goes to hyper.
 
+use std::io::Write;
 use std::ops::Range;
 
 use bytes::Bytes;
 
 use super::super::proxy::HOP_BY_HOP;
+use super::super::usage::Meter;
 
 /// Most headers a head may have here (hyper, which takes the rest, allows 100).
 const MAX_HEADERS: usize = 64;
@@ -194,8 +196,9 @@ impl RequestHead {
     /// The head as the instance gets it, up to (not including) its `Host` line and the
     /// blank line: the client's headers but the gateway token, the host, those of the
     /// connection and `X-Forwarded-Host`, then who asked.
-    pub(super) fn upstream(&self, client_ip: &str, host: &str) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bytes.len() + 96);
+    /// `room`: bytes to leave room for after it.
+    pub(super) fn upstream(&self, client_ip: &str, host: &str, room: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes.len() + 96 + room);
         out.extend_from_slice(self.method());
         out.push(b' ');
         out.extend_from_slice(self.get(&self.target));
@@ -246,7 +249,8 @@ pub(super) struct ResponseHead {
     pub(super) framing: Framing,
     /// The instance keeps the connection open after the body.
     pub(super) keep_alive: bool,
-    pub(super) content_type: Option<String>,
+    /// Counts the tokens an OpenAI-style body reports (JSON or server-sent events).
+    pub(super) meter: Option<Meter>,
     /// The head for the client, without the blank line.
     pub(super) client: Vec<u8>,
 }
@@ -273,10 +277,10 @@ pub(super) fn parse_response(
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut keep_alive = version == 1;
-    let mut content_type = None;
+    let mut meter = None;
     let mut client = Vec::with_capacity(len + 32);
     client.extend_from_slice(b"HTTP/1.1 ");
-    client.extend_from_slice(status.to_string().as_bytes());
+    let _ = write!(client, "{status}");
     client.push(b' ');
     client.extend_from_slice(resp.reason.unwrap_or("").as_bytes());
     client.extend_from_slice(b"\r\n");
@@ -323,7 +327,9 @@ pub(super) fn parse_response(
             continue;
         }
         if name.eq_ignore_ascii_case(b"content-type") {
-            content_type = std::str::from_utf8(h.value).ok().map(str::to_string);
+            meter = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(Meter::for_content_type);
         }
         line(&mut client, name, h.value);
     }
@@ -339,9 +345,7 @@ pub(super) fn parse_response(
     };
     match framing {
         Framing::Length(n) => {
-            client.extend_from_slice(b"content-length: ");
-            client.extend_from_slice(n.to_string().as_bytes());
-            client.extend_from_slice(b"\r\n");
+            let _ = write!(client, "content-length: {n}\r\n");
         }
         Framing::Chunked => client.extend_from_slice(b"transfer-encoding: chunked\r\n"),
         Framing::Empty | Framing::Close => {}
@@ -351,7 +355,7 @@ pub(super) fn parse_response(
         len,
         framing,
         keep_alive,
-        content_type,
+        meter,
         client,
     }))
 }
@@ -416,7 +420,7 @@ mod tests {
         assert_eq!(h.authorization(), Some("Bearer sy_secret"));
         assert_eq!(h.session(), Some("s1"));
         assert!(!h.idempotent());
-        let up = String::from_utf8(h.upstream("127.0.0.1", "api.example")).unwrap();
+        let up = String::from_utf8(h.upstream("127.0.0.1", "api.example", 0)).unwrap();
         assert!(up.starts_with("POST /v1/chat?x=1 HTTP/1.1\r\n"), "{up}");
         for gone in ["sy_secret", "Keep-Alive", "Connection", "spoofed", "Host:"] {
             assert!(!up.contains(gone), "{gone} reached the instance: {up}");
@@ -447,7 +451,7 @@ mod tests {
             (r.status, r.framing, r.keep_alive),
             (200, Framing::Length(12), true)
         );
-        assert_eq!(r.content_type.as_deref(), Some("application/json"));
+        assert!(r.meter.is_some(), "a JSON body is metered");
         let client = String::from_utf8(r.client).unwrap();
         assert!(client.contains("content-length: 12\r\n") && !client.contains("Connection"));
         let r = parse(

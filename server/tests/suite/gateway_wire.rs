@@ -3,7 +3,8 @@
 //! length without a body, a 103 before the answer) reaches the client intact and the
 //! connection serves the next request; requests sent ahead in one write, or a byte at a time,
 //! are each answered in order; a body too large to be read whole streams through to the
-//! instance mid-connection; `Connection: close` is honoured.
+//! instance mid-connection; `Connection: close` is honoured; an idle connection is closed
+//! when its gateway is deleted.
 
 use std::time::Duration;
 
@@ -265,5 +266,61 @@ async fn requests_sent_ahead_or_in_pieces_are_each_answered(kind: Kind) {
     assert_eq!(a.text(), "GET /v1/last 0");
     assert_eq!(a.header("connection"), Some("close"));
     assert!(w.closed().await, "the gateway closed the connection");
+
+    let w = Wire::open(&gw).await;
+    an_idle_connection_closes_with_its_gateway(&gw, &gw.prod, w.s, &token).await;
     gw.app.finish().await;
+}
+
+/// On a client connection `s` to `gateway`: one request answered, then the gateway is
+/// deleted; the connection, idle, is closed by the gateway within seconds.
+pub(crate) async fn an_idle_connection_closes_with_its_gateway<S>(
+    gw: &Gw,
+    gateway: &str,
+    mut s: S,
+    token: &str,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    s.write_all(&request("GET", "/v1/models", token, "", ""))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // The answer's head and as much of its body as its length says.
+    let complete = |got: &[u8]| {
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return false;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        got.len() >= end + 4 + length
+    };
+    while !complete(&got) {
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk))
+            .await
+            .expect("answered")
+            .unwrap();
+        assert!(n > 0, "the connection ended before the answer");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    let r = gw
+        .app
+        .delete(&format!("/api/v1/gateways/{gateway}"), &gw.admin)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let ended = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk)).await;
+    assert!(
+        matches!(ended, Ok(Ok(0)) | Ok(Err(_))),
+        "the idle connection was closed with its gateway: {ended:?}"
+    );
 }

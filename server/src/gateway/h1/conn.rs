@@ -171,10 +171,21 @@ impl<T: Io> Conn<T> {
                     return Next::Closed;
                 }
                 tokio::select! {
+                    biased;
                     _ = self.io.readable() => {}
                     _ = closing.changed() => return Next::Closed,
                 }
                 self.buf.reserve(READ);
+                // TLS says readable at once: its read is where the wait is.
+                let read = tokio::select! {
+                    biased;
+                    r = self.io.read_buf(&mut self.buf) => r,
+                    _ = closing.changed() => return Next::Closed,
+                };
+                match read {
+                    Ok(0) | Err(_) => return Next::Closed,
+                    Ok(_) => continue,
+                }
             }
             match self.io.read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Next::Closed,

@@ -96,10 +96,11 @@ fn test_ca() -> (String, String, String) {
     (ca_cert.pem(), leaf.pem(), key.serialize_pem())
 }
 
-/// A TLS connection to `port` that offers HTTP/1.1 only.
-async fn tls_http1(
+/// A TLS connection to `port` (as `localhost`, trusting `ca_pem`) offering `alpn`.
+async fn tls_connect(
     port: u16,
     ca_pem: &str,
+    alpn: &[&[u8]],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -113,7 +114,7 @@ async fn tls_http1(
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
@@ -125,26 +126,7 @@ async fn tls_http1(
 
 /// The protocol a TLS handshake with `port` agrees on when the client offers h2 first.
 async fn alpn(port: u16, ca_pem: &str) -> Option<Vec<u8>> {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect("localhost".try_into().unwrap(), tcp)
-        .await
-        .unwrap();
+    let tls = tls_connect(port, ca_pem, &[b"h2", b"http/1.1"]).await;
     tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
 }
 
@@ -281,7 +263,7 @@ async fn tls_with_the_operators_certificate_or_a_self_signed_one(kind: Kind) {
         .await;
     assert_eq!(fixed.body["certificate"], "operator", "{}", fixed.text);
     // An idle HTTP/1.1 connection over TLS is closed when its gateway goes.
-    let conn = tls_http1(port, &ca).await;
+    let conn = tls_connect(port, &ca, &[b"http/1.1"]).await;
     crate::gateway_wire::an_idle_connection_closes_with_its_gateway(&gw, &gw.prod, conn, &token)
         .await;
     gw.app.finish().await;

@@ -282,7 +282,7 @@ impl<T: Io> Conn<T> {
                 Ok(Ok((up, resp, ubuf))) => {
                     stats.observe(resp.status, t0.elapsed());
                     return self
-                        .relay(up, resp, ubuf, authority.as_str(), guard, head.close)
+                        .relay(up, resp, ubuf, authority.as_str(), guard, head.close())
                         .await;
                 }
                 Ok(Err(Ask::Connect)) => {
@@ -519,13 +519,13 @@ impl<T: Io> Conn<T> {
         if p.status == axum::http::StatusCode::UNAUTHORIZED {
             out.extend_from_slice(b"www-authenticate: Bearer\r\n");
         }
-        if head.close {
+        if head.close() {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
         if head.method() != b"HEAD" {
             out.extend_from_slice(body.as_bytes());
         }
-        self.io.write_all(&out).await.is_ok() && self.io.flush().await.is_ok() && !head.close
+        self.io.write_all(&out).await.is_ok() && self.io.flush().await.is_ok() && !head.close()
     }
 }

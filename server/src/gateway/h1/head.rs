@@ -19,15 +19,7 @@ pub(super) const MAX_BODY: usize = 64 * 1024;
 /// length up to [`MAX_BODY`], no upgrade, no `Expect`, no transfer coding.
 pub(super) struct RequestHead {
     bytes: Bytes,
-    method: Range<usize>,
-    target: Range<usize>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
-    host: Range<usize>,
-    authorization: Option<Range<usize>>,
-    session: Option<Range<usize>>,
-    content_type: Option<Range<usize>>,
-    /// The client asked to close the connection after this exchange.
-    pub(super) close: bool,
+    meta: Meta,
 }
 
 /// What the bytes read so far hold.
@@ -51,6 +43,7 @@ pub(super) struct Meta {
     session: Option<Range<usize>>,
     content_type: Option<Range<usize>>,
     pub(super) content_length: usize,
+    /// The client asked to close the connection after this exchange.
     close: bool,
 }
 
@@ -137,17 +130,12 @@ pub(super) fn parse_request(buf: &[u8]) -> Parsed {
 impl RequestHead {
     /// The head over its own bytes (split off the read buffer).
     pub(super) fn new(bytes: Bytes, meta: Meta) -> RequestHead {
-        RequestHead {
-            bytes,
-            method: meta.method,
-            target: meta.target,
-            headers: meta.headers,
-            host: meta.host,
-            authorization: meta.authorization,
-            session: meta.session,
-            content_type: meta.content_type,
-            close: meta.close,
-        }
+        RequestHead { bytes, meta }
+    }
+
+    /// The client asked to close the connection after this exchange.
+    pub(super) fn close(&self) -> bool {
+        self.meta.close
     }
 
     fn get(&self, r: &Range<usize>) -> &[u8] {
@@ -160,29 +148,29 @@ impl RequestHead {
     }
 
     pub(super) fn method(&self) -> &[u8] {
-        self.get(&self.method)
+        self.get(&self.meta.method)
     }
 
     /// The target's path (without the query), as routes match it.
     pub(super) fn path(&self) -> &str {
-        let t = std::str::from_utf8(self.get(&self.target)).unwrap_or("/");
+        let t = std::str::from_utf8(self.get(&self.meta.target)).unwrap_or("/");
         t.split_once('?').map_or(t, |(p, _)| p)
     }
 
     pub(super) fn host(&self) -> &str {
-        std::str::from_utf8(self.get(&self.host)).unwrap_or("")
+        std::str::from_utf8(self.get(&self.meta.host)).unwrap_or("")
     }
 
     pub(super) fn authorization(&self) -> Option<&str> {
-        self.text(&self.authorization)
+        self.text(&self.meta.authorization)
     }
 
     pub(super) fn session(&self) -> Option<&str> {
-        self.text(&self.session)
+        self.text(&self.meta.session)
     }
 
     pub(super) fn content_type(&self) -> Option<&str> {
-        self.text(&self.content_type)
+        self.text(&self.meta.content_type)
     }
 
     /// Whether sending it again cannot do what the first did twice (RFC 9110 section 9.2.2).
@@ -201,9 +189,9 @@ impl RequestHead {
         let mut out = Vec::with_capacity(self.bytes.len() + 96 + room);
         out.extend_from_slice(self.method());
         out.push(b' ');
-        out.extend_from_slice(self.get(&self.target));
+        out.extend_from_slice(self.get(&self.meta.target));
         out.extend_from_slice(b" HTTP/1.1\r\n");
-        for (name, value) in &self.headers {
+        for (name, value) in &self.meta.headers {
             let n = self.get(name);
             let dropped = n.eq_ignore_ascii_case(b"authorization")
                 || n.eq_ignore_ascii_case(b"host")

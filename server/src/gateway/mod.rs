@@ -17,6 +17,7 @@ pub mod listener;
 pub mod metrics;
 mod names;
 pub mod overview;
+mod problem;
 pub mod proxy;
 pub mod routes;
 pub mod runtime;

@@ -1,13 +1,10 @@
-//! The data path of one gateway listener: route by host and path prefix, authenticate the
-//! gateway token and check `use` on the endpoint (from the in-memory snapshot only), pick an
-//! instance by consistent hashing with bounded load on the session key, and forward. Bodies
-//! stream both ways frame by frame (an SSE response reaches the client chunk by chunk as the
-//! upstream writes it); a client that goes away drops the upstream request with it.
-//!
-//! Errors are `application/problem+json` with a stable type under
-//! `https://switchyard.dev/problems/gateway/` and a `source`: `gateway` (no route, token,
-//! access), `upstream` (unreachable, timed out, no healthy instance). Nothing internal is
-//! shown.
+//! The data path of one gateway listener through hyper (HTTP/2, WebSocket handshakes, and the
+//! requests the HTTP/1.1 path [`super::h1`] hands over), and what both paths share: route by
+//! host and path prefix, authenticate the gateway token and check `use` on the endpoint (from
+//! the in-memory snapshot only), pick an instance by consistent hashing with bounded load on
+//! the session key, and forward. Bodies stream both ways frame by frame (an SSE response
+//! reaches the client chunk by chunk as the upstream writes it); a client that goes away drops
+//! the upstream request with it. Errors are [`super::problem`]'s.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -20,16 +17,19 @@ use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Router;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use serde_json::json;
 
 use app::model::GatewayTokenKind;
 
 use super::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
 use super::metrics::Inflight;
+use super::problem::{
+    Problem, BAD_BODY, FORBIDDEN, NO_INSTANCE, NO_ROUTE, TOKEN_EXPIRED, TOKEN_INVALID,
+    TOKEN_MISSING, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE,
+};
 use super::shared::{Gateways, EJECT_MS};
 use super::snapshot::{EndpointSnap, GatewaySnap, Snapshot, TargetSnap};
 use super::upgrade;
@@ -53,124 +53,6 @@ pub(super) fn router(shared: Arc<Gateways>, gateway_id: String) -> Router {
     Router::new()
         .fallback(handle)
         .with_state(Arc::new(Ctx { shared, gateway_id }))
-}
-
-/// Who produced an error.
-#[derive(Clone, Copy)]
-pub(super) enum Source {
-    Gateway,
-    Upstream,
-}
-
-/// A refusal or failure the gateway answers itself, as `application/problem+json`.
-#[derive(Clone, Copy)]
-pub(super) struct Problem {
-    pub status: StatusCode,
-    slug: &'static str,
-    title: &'static str,
-    source: Source,
-}
-
-const fn p(status: StatusCode, slug: &'static str, title: &'static str, source: Source) -> Problem {
-    Problem {
-        status,
-        slug,
-        title,
-        source,
-    }
-}
-
-pub(super) const UNAVAILABLE: Problem = p(
-    StatusCode::SERVICE_UNAVAILABLE,
-    "unavailable",
-    "The gateway cannot serve requests right now",
-    Source::Gateway,
-);
-pub(super) const NO_ROUTE: Problem = p(
-    StatusCode::NOT_FOUND,
-    "no-route",
-    "No route on this gateway for this host and path",
-    Source::Gateway,
-);
-const TOKEN_MISSING: Problem = p(
-    StatusCode::UNAUTHORIZED,
-    "token-missing",
-    "A gateway token is required",
-    Source::Gateway,
-);
-const TOKEN_INVALID: Problem = p(
-    StatusCode::UNAUTHORIZED,
-    "token-invalid",
-    "This token is not valid on this gateway",
-    Source::Gateway,
-);
-const TOKEN_EXPIRED: Problem = p(
-    StatusCode::UNAUTHORIZED,
-    "token-expired",
-    "This token has expired",
-    Source::Gateway,
-);
-const FORBIDDEN: Problem = p(
-    StatusCode::FORBIDDEN,
-    "forbidden",
-    "This token may not call this endpoint",
-    Source::Gateway,
-);
-pub(super) const BAD_BODY: Problem = p(
-    StatusCode::BAD_REQUEST,
-    "bad-body",
-    "The request body could not be read",
-    Source::Gateway,
-);
-pub(super) const UPSTREAM_FAILED: Problem = p(
-    StatusCode::BAD_GATEWAY,
-    "upstream-failed",
-    "The endpoint's instance failed to answer",
-    Source::Upstream,
-);
-pub(super) const UPSTREAM_TIMEOUT: Problem = p(
-    StatusCode::GATEWAY_TIMEOUT,
-    "upstream-timeout",
-    "The endpoint's instance did not answer in time",
-    Source::Upstream,
-);
-pub(super) const NO_INSTANCE: Problem = p(
-    StatusCode::SERVICE_UNAVAILABLE,
-    "no-instance",
-    "The endpoint has no instance that answers",
-    Source::Upstream,
-);
-pub(super) const UPSTREAM_UNREACHABLE: Problem = p(
-    StatusCode::BAD_GATEWAY,
-    "upstream-unreachable",
-    "The endpoint's instances could not be reached",
-    Source::Upstream,
-);
-
-impl Problem {
-    /// The JSON document.
-    pub(super) fn body(&self) -> String {
-        json!({
-            "type": format!("https://switchyard.dev/problems/gateway/{}", self.slug),
-            "title": self.title,
-            "status": self.status.as_u16(),
-            "source": match self.source { Source::Gateway => "gateway", Source::Upstream => "upstream" },
-        })
-        .to_string()
-    }
-
-    fn response(self) -> Response {
-        let mut r = (self.status, self.body()).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if self.status == StatusCode::UNAUTHORIZED {
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        r
-    }
 }
 
 /// The request's host, lowercase, without a port.

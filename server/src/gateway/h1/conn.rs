@@ -21,10 +21,12 @@ use super::pool::connect;
 use super::{Ctx, Rewind};
 use crate::gateway::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
 use crate::gateway::metrics::{EndpointStats, TargetState};
-use crate::gateway::proxy::{
-    authorize, eject, normalize_host, skipped, Problem, ATTEMPTS, NO_INSTANCE, NO_ROUTE,
-    SESSION_HEADER, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_HEADERS_TIMEOUT, UPSTREAM_TIMEOUT,
+use crate::gateway::problem::{
+    Problem, NO_INSTANCE, NO_ROUTE, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
+};
+use crate::gateway::proxy::{
+    authorize, eject, normalize_host, skipped, ATTEMPTS, SESSION_HEADER, UPSTREAM_HEADERS_TIMEOUT,
 };
 use crate::gateway::usage::Meter;
 

@@ -275,23 +275,15 @@ async fn forward(
             .bytes_in
             .fetch_add(b.len() as u64, Ordering::Relaxed);
     }
-    // Only the header a session key may come from is looked at.
-    let header_list: Vec<(String, String)> = parts
-        .headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
-        .unwrap_or_default();
-    let sources = [
-        KeySource::Header(SESSION_HEADER.into()),
-        KeySource::JsonUser,
-        KeySource::PromptPrefix(256),
-    ];
     let scanned: &[u8] = match &payload {
         Payload::Whole(b) => b,
         Payload::Stream(_) => &[],
     };
-    let session = session_key(&sources, &header_list, scanned).map(|k| key_hash(&k));
+    let header = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let session = session_of(header, scanned);
     let key = session.unwrap_or_else(rand::random::<u64>);
     // What is sent upstream: the client's headers but the gateway token, the host and those
     // of the connection, and who asked.
@@ -406,10 +398,31 @@ async fn forward(
             }
         }
     }
+    none_answered(ep, &tried).response()
+}
+
+/// The hash of a request's session key: its `x-session-id`, else the `user` of an
+/// OpenAI-style JSON body, else the start of its prompt (`body`: a small JSON body read
+/// whole, else empty).
+pub(super) fn session_of(header: Option<&str>, body: &[u8]) -> Option<u64> {
+    // Only the header a session key may come from is looked at.
+    let headers: Vec<(String, String)> = header
+        .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
+        .unwrap_or_default();
+    let sources = [
+        KeySource::Header(SESSION_HEADER.into()),
+        KeySource::JsonUser,
+        KeySource::PromptPrefix(256),
+    ];
+    session_key(&sources, &headers, body).map(|k| key_hash(&k))
+}
+
+/// The answer when no instance answered: there was none to try, or every one was tried.
+pub(super) fn none_answered(ep: &EndpointSnap, tried: &[usize]) -> Problem {
     if ep.targets.is_empty() || tried.len() >= ep.targets.len() {
-        NO_INSTANCE.response()
+        NO_INSTANCE
     } else {
-        UPSTREAM_UNREACHABLE.response()
+        UPSTREAM_UNREACHABLE
     }
 }
 

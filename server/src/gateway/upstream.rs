@@ -27,11 +27,11 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// How long connecting to an instance may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// An idle connection older than this is closed rather than used.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Idle connections kept per instance.
-const MAX_IDLE: usize = 256;
+pub(super) const MAX_IDLE: usize = 256;
 
 type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Body>>>;
 

@@ -161,7 +161,7 @@ fn request(method: &str, target: &str, token: &str, extra: &str, body: &str) -> 
 }
 
 async fn answers_keep_their_framing_and_the_connection_serves_the_next(kind: Kind) {
-    let up = upstreams::start_raw("raw").await;
+    let up = upstreams::start_raw().await;
     let (gw, token) = gateway(kind, &up).await;
     let mut w = Wire::open(&gw).await;
 
@@ -214,7 +214,7 @@ async fn answers_keep_their_framing_and_the_connection_serves_the_next(kind: Kin
 }
 
 async fn requests_sent_ahead_or_in_pieces_are_each_answered(kind: Kind) {
-    let up = upstreams::start_raw("raw").await;
+    let up = upstreams::start_raw().await;
     let (gw, token) = gateway(kind, &up).await;
     let mut w = Wire::open(&gw).await;
 

@@ -312,9 +312,8 @@ pub async fn start_tcp(name: &str) -> Upstream {
 /// the body ends with the connection), `/v1/raw/hints` (a 103 before the answer), any `HEAD`
 /// (a length and no body); anything else gets `"{METHOD} {target} {body length}"`. Each
 /// request head is counted in `seen.requests`.
-pub async fn start_raw(name: &str) -> Upstream {
+pub async fn start_raw() -> Upstream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let _ = name;
     let seen = Arc::new(Seen::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

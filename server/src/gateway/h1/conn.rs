@@ -19,14 +19,12 @@ use super::chunked::Chunked;
 use super::head::{parse_request, parse_response, Framing, Parsed, RequestHead, ResponseHead};
 use super::pool::connect;
 use super::{Ctx, Rewind};
-use crate::gateway::affinity::{key_hash, session_key, KeySource, MAX_BODY_SCAN};
+use crate::gateway::affinity::MAX_BODY_SCAN;
 use crate::gateway::metrics::{EndpointStats, TargetState};
-use crate::gateway::problem::{
-    Problem, NO_INSTANCE, NO_ROUTE, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_TIMEOUT,
-    UPSTREAM_UNREACHABLE,
-};
+use crate::gateway::problem::{Problem, NO_ROUTE, UNAVAILABLE, UPSTREAM_FAILED, UPSTREAM_TIMEOUT};
 use crate::gateway::proxy::{
-    authorize, eject, normalize_host, skipped, ATTEMPTS, SESSION_HEADER, UPSTREAM_HEADERS_TIMEOUT,
+    authorize, eject, none_answered, normalize_host, session_of, skipped, ATTEMPTS,
+    UPSTREAM_HEADERS_TIMEOUT,
 };
 use crate::gateway::usage::Meter;
 
@@ -198,17 +196,15 @@ impl<T: Io> Conn<T> {
 
     /// Answers one request; whether the connection may serve another.
     async fn exchange(&mut self, head: RequestHead, body: Bytes) -> bool {
-        let ctx = self.ctx.clone();
-        let g = &ctx.gateways;
         let t0 = Instant::now();
-        let snap = match g.current().await {
+        let snap = match self.ctx.gateways.current().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "gateway: reading its configuration failed");
                 return self.answer(&UNAVAILABLE, &head).await;
             }
         };
-        let Some(gw) = snap.gateways.get(&ctx.gateway_id) else {
+        let Some(gw) = snap.gateways.get(&self.ctx.gateway_id) else {
             return self.answer(&NO_ROUTE, &head).await;
         };
         let host = normalize_host(head.host());
@@ -218,7 +214,7 @@ impl<T: Io> Conn<T> {
         else {
             return self.answer(&NO_ROUTE, &head).await;
         };
-        let now = g.store.now();
+        let now = self.ctx.gateways.store.now();
         let stats = &ep.stats;
         if !ep.public {
             if let Err(p) = authorize(&snap, gw, ep, head.authorization(), now) {
@@ -236,22 +232,13 @@ impl<T: Io> Conn<T> {
                 .bytes_in
                 .fetch_add(body.len() as u64, Ordering::Relaxed);
         }
-        let headers: Vec<(String, String)> = head
-            .session()
-            .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
-            .unwrap_or_default();
         let json = head.content_type().is_some_and(|v| v.contains("json"));
         let scanned: &[u8] = if json && body.len() <= MAX_BODY_SCAN {
             &body
         } else {
             &[]
         };
-        let sources = [
-            KeySource::Header(SESSION_HEADER.into()),
-            KeySource::JsonUser,
-            KeySource::PromptPrefix(256),
-        ];
-        let session = session_key(&sources, &headers, scanned).map(|k| key_hash(&k));
+        let session = session_of(head.session(), scanned);
         let key = session.unwrap_or_else(rand::random::<u64>);
         // The head for the instance, to which each attempt adds its `Host` and the body.
         let mut request = head.upstream(&self.client_ip, &host, 64 + body.len());
@@ -307,13 +294,7 @@ impl<T: Io> Conn<T> {
                 }
             }
         }
-        let p = failed.unwrap_or(
-            if ep.targets.is_empty() || tried.len() >= ep.targets.len() {
-                NO_INSTANCE
-            } else {
-                UPSTREAM_UNREACHABLE
-            },
-        );
+        let p = failed.unwrap_or_else(|| none_answered(ep, &tried));
         stats.observe(p.status.as_u16(), t0.elapsed());
         drop(guard);
         self.answer(&p, &head).await
@@ -362,6 +343,9 @@ impl<T: Io> Conn<T> {
         ubuf: &mut BytesMut,
         head_request: bool,
     ) -> Result<ResponseHead, Ask> {
+        // Whether the instance sent anything (an informational answer counts: it has the
+        // request, which is then never sent again).
+        let mut heard = false;
         loop {
             if !ubuf.is_empty() {
                 match parse_response(ubuf, head_request) {
@@ -380,9 +364,9 @@ impl<T: Io> Conn<T> {
             tokio::select! {
                 biased;
                 r = up.read_buf(ubuf) => match r {
-                    Ok(0) | Err(_) if ubuf.is_empty() => return Err(Ask::Closed),
+                    Ok(0) | Err(_) if !heard => return Err(Ask::Closed),
                     Ok(0) | Err(_) => return Err(Ask::Failed),
-                    Ok(_) => {}
+                    Ok(_) => heard = true,
                 },
                 r = self.io.read_buf(&mut self.buf), if watch => match r {
                     Ok(0) | Err(_) => return Err(Ask::ClientGone),
@@ -418,8 +402,8 @@ impl<T: Io> Conn<T> {
         };
         let mut chunked = Chunked::default();
         let mut body_bytes = 0u64;
-        // Whether the body ended where its framing says, and the instance's connection with
-        // it (`None`: not yet).
+        // `Some(clean)`: the body ended where its framing says (`clean`: nothing after it, so
+        // the instance's connection may serve again); `None`: cut short.
         let ended: Option<bool> = loop {
             let mut sent = 0u64;
             let (take, done) = match resp.framing {

@@ -4,16 +4,12 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::net::TcpStream;
 
-/// How long connecting to an instance may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// An idle connection older than this is closed rather than used.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Idle connections kept per instance.
-const MAX_IDLE: usize = 256;
+// The same limits as the hyper path's connections.
+use crate::gateway::upstream::{CONNECT_TIMEOUT, IDLE_TIMEOUT, MAX_IDLE};
 
 #[derive(Default)]
 pub struct Pool {

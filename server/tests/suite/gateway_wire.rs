@@ -210,6 +210,22 @@ async fn answers_keep_their_framing_and_the_connection_serves_the_next(kind: Kin
         up.seen.requests.load(std::sync::atomic::Ordering::Relaxed),
         5
     );
+
+    // An instance that took the request (its 103 says so) and then closed the connection:
+    // a 502, and the request is not sent again, though it went out on a reused connection.
+    let mut w = Wire::open(&gw).await;
+    w.send(&request("GET", "/v1/raw/any", &token, "", "")).await;
+    assert_eq!(w.answer(false).await.status, 200);
+    w.send(&request("GET", "/v1/raw/hint-then-close", &token, "", ""))
+        .await;
+    let a = w.answer(false).await;
+    assert_eq!(a.status, 502, "{}", a.text());
+    assert!(a.text().contains("\"source\":\"upstream\""), "{}", a.text());
+    assert_eq!(
+        up.seen.requests.load(std::sync::atomic::Ordering::Relaxed),
+        7,
+        "the instance got the request once"
+    );
     gw.app.finish().await;
 }
 

@@ -309,8 +309,9 @@ pub async fn start_tcp(name: &str) -> Upstream {
 
 /// Starts an instance that writes its answers byte for byte, with the framings a hand-made
 /// server may use: `/v1/raw/chunked` (two chunks and a trailer), `/v1/raw/close` (no length:
-/// the body ends with the connection), `/v1/raw/hints` (a 103 before the answer), any `HEAD`
-/// (a length and no body); anything else gets `"{METHOD} {target} {body length}"`. Each
+/// the body ends with the connection), `/v1/raw/hints` (a 103 before the answer),
+/// `/v1/raw/hint-then-close` (a 103, then the connection closes), any `HEAD` (a length and no
+/// body); anything else gets `"{METHOD} {target} {body length}"`. Each
 /// request head is counted in `seen.requests`.
 pub async fn start_raw() -> Upstream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -364,6 +365,7 @@ pub async fn start_raw() -> Upstream {
                         ("HEAD", _) => ("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_string(), false),
                         (_, "/v1/raw/chunked") => ("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: t\r\n\r\n".to_string(), false),
                         (_, "/v1/raw/close") => ("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end".to_string(), true),
+                        (_, "/v1/raw/hint-then-close") => ("HTTP/1.1 103 Early Hints\r\n\r\n".to_string(), true),
                         (_, "/v1/raw/hints") => ("HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_string(), false),
                         _ => {
                             let body = format!("{method} {target} {length}");

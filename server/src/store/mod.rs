@@ -338,6 +338,8 @@ impl Store {
     }
 }
 
+const POSTGRES_STATEMENT_PARAMS: usize = 4000;
+
 fn sqlite_path(url: &str) -> Option<String> {
     let rest = url
         .strip_prefix("sqlite://")
@@ -346,12 +348,18 @@ fn sqlite_path(url: &str) -> Option<String> {
     (!path.is_empty()).then(|| path.to_string())
 }
 
-/// Parameters per multi-row statement. SQLite looks parameter names up in a list, so binding
-/// costs grow with the square of the count: a few hundred per statement is fastest there, and
-/// costs PostgreSQL nothing measurable.
-pub const STATEMENT_PARAMS: usize = 400;
-
 impl Dialect {
+    /// Parameters per multi-row statement. SQLite: a few hundred (each statement is prepared
+    /// and stepped on the connection's worker thread; more per statement measured no faster).
+    /// PostgreSQL: thousands, as each statement is a round trip to the server, and a driver
+    /// cycle that admits thousands of jobs writes each of them three times.
+    pub const fn statement_params(self) -> usize {
+        match self {
+            Dialect::Sqlite => 400,
+            Dialect::Postgres => POSTGRES_STATEMENT_PARAMS,
+        }
+    }
+
     /// `n` bind parameters numbered from `start`, for a statement that binds its values in the
     /// order its parameters appear, each once: `$start, …` on PostgreSQL, `?, …` on SQLite.
     /// Binding a named SQLite parameter (`$n`) scans the statement's list of names, so a

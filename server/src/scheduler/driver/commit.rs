@@ -154,7 +154,7 @@ impl Driver {
     ) -> Result<(Vec<(ExecutorKind, Launch)>, Vec<ExecEvent>), sqlx::Error> {
         let mut out = Vec::with_capacity(ids.len());
         let mut corrupt = Vec::new();
-        for chunk in ids.chunks(STATEMENT_PARAMS) {
+        for chunk in ids.chunks(self.store.dialect.statement_params()) {
             let sql = format!(
                 "SELECT j.id, j.command, j.image, j.env, j.checkpoint_dir, j.abort_kind, j.abort_command, j.abort_timeout_ms, j.duration_ms, j.resume_count,
                     j.node_name, j.slices, j.handle, j.started_at, j.admitted_at, p.executor
@@ -358,7 +358,7 @@ impl Driver {
             });
         }
         // Many rows per statement: a cycle may give thousands of jobs their first reason.
-        for chunk in wait_updates.chunks(STATEMENT_PARAMS / 3) {
+        for chunk in wait_updates.chunks(tx.dialect.statement_params() / 3) {
             let sql = format!(
                 "UPDATE jobs SET wait_code = v.column2, wait_reason = v.column3 FROM (VALUES {}) AS v
                  WHERE jobs.id = v.column1 AND jobs.state = 'queued'",
@@ -385,7 +385,7 @@ impl Driver {
         let now = self.store.now();
         let mut started = Vec::new();
         let mut tx = self.store.begin_write().await?;
-        for chunk in ids.chunks(STATEMENT_PARAMS) {
+        for chunk in ids.chunks(tx.dialect.statement_params()) {
             let sql = format!(
                 "UPDATE jobs SET state = 'starting', updated_at = {}, {} WHERE state = 'admitted' AND stop_reason IS NULL AND id IN ({}) RETURNING id, tenant_id, name",
                 tx.dialect.param(1),

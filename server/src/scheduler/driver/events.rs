@@ -40,7 +40,7 @@ impl Driver {
         ids.dedup();
         // Current state of each job, updated as the events apply in order.
         let mut jobs: HashMap<String, EventJob> = HashMap::new();
-        for chunk in ids.chunks(STATEMENT_PARAMS) {
+        for chunk in ids.chunks(self.store.dialect.statement_params()) {
             let sql = format!(
                 "SELECT id, tenant_id, name, state, stop_reason, resume_count, started_at FROM jobs WHERE id IN ({})",
                 self.store.dialect.params(1, chunk.len())

@@ -65,7 +65,6 @@ use crate::nodes::executor::simulated::SimulatedExecutor;
 use crate::nodes::executor::{
     AbortCallback, AbortKind, Adopt, Events, ExecEvent, Executor, Launch, StopReason,
 };
-use crate::store::STATEMENT_PARAMS;
 use crate::store::{corrupt, new_id, opt_text_enum, text_enum, Dialect, Store, WriteTx};
 
 /// Wakes the driver, and shows its counters. Domain operations that change scheduling state

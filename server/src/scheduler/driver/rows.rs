@@ -31,7 +31,7 @@ pub(super) async fn admit_rows(
 ) -> Result<std::collections::HashSet<String>, sqlx::Error> {
     let mut changed = std::collections::HashSet::new();
     let d = tx.dialect;
-    for chunk in rows.chunks(STATEMENT_PARAMS / 6) {
+    for chunk in rows.chunks(d.statement_params() / 6) {
         let sql = format!(
             "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
                 admitted_at = {}, wait_code = NULL, wait_reason = NULL, updated_at = {}, {}
@@ -68,7 +68,7 @@ pub(super) async fn flush_running(
     pending: &mut Vec<(String, String, JobState)>,
 ) -> Result<Option<String>, sqlx::Error> {
     let d = tx.dialect;
-    for chunk in pending.chunks(STATEMENT_PARAMS / 3) {
+    for chunk in pending.chunks(d.statement_params() / 3) {
         let sql = format!(
             "UPDATE jobs SET state = 'running', handle = v.column2, started_at = {}, updated_at = {}, {}
              FROM (VALUES {}) AS v WHERE jobs.id = v.column1 AND jobs.state = v.column3 RETURNING id",
@@ -100,7 +100,7 @@ pub(super) async fn insert_events(
     at: i64,
     rows: &[EventRow],
 ) -> Result<(), sqlx::Error> {
-    for chunk in rows.chunks(STATEMENT_PARAMS / 7) {
+    for chunk in rows.chunks(tx.dialect.statement_params() / 7) {
         let values = tx.dialect.rows(1, chunk.len(), 7, None);
         let sql = format!("INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {values}");
         let mut q = sqlx::query(&sql);

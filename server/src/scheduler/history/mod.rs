@@ -135,7 +135,7 @@ pub async fn write(tx: &mut WriteTx, sets: &[SampleSet]) -> Result<(), sqlx::Err
                 .map(move |r| (s.at, s.generated, r))
         })
         .collect();
-    for chunk in rows.chunks(crate::store::STATEMENT_PARAMS / COLUMNS) {
+    for chunk in rows.chunks(tx.dialect.statement_params() / COLUMNS) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
                 let n = i * COLUMNS;

@@ -4,7 +4,6 @@
 use app::model::*;
 
 use crate::nodes::executor::AbortKind;
-use crate::store::STATEMENT_PARAMS;
 use crate::store::{flag, new_id, Dialect, WriteTx};
 
 /// What a queue's profile gives each job, stored with it.
@@ -28,8 +27,6 @@ impl Gives {
 const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, priority_class, priority, preemptible,
     abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, serve_endpoint_id, serve_port, state, submitted_at, queued_at, updated_at, change_seq";
 const JOB_INSERT_ARITY: usize = 29;
-/// Rows per multi-row insert (29 parameters each; see [`STATEMENT_PARAMS`]).
-const INSERT_CHUNK: usize = STATEMENT_PARAMS / JOB_INSERT_ARITY;
 
 /// One prepared job to store: its tenant, what its profile gives it, its class's priority.
 pub(super) struct NewJob<'a> {
@@ -45,7 +42,8 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 /// PostgreSQL a chunk's jobs and events in one statement (one round trip), on SQLite in two.
 pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Result<(), sqlx::Error> {
     let d = tx.dialect;
-    for chunk in items.chunks(INSERT_CHUNK) {
+    // Rows per multi-row insert: 29 parameters each.
+    for chunk in items.chunks(d.statement_params() / JOB_INSERT_ARITY) {
         let n = chunk.len();
         let jobs = format!(
             "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",

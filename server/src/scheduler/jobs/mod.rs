@@ -317,7 +317,7 @@ pub async fn get_job(store: &Store, p: &Principal, id: &str) -> ApiResult<Job> {
 pub async fn get_jobs(store: &Store, p: &Principal, ids: &[String]) -> ApiResult<Vec<Job>> {
     require(p, Action::SubmitJobs)?;
     let mut found = std::collections::HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(crate::store::STATEMENT_PARAMS - 2) {
+    for chunk in ids.chunks(store.dialect.statement_params() - 2) {
         let list = (0..chunk.len())
             .map(|i| format!("${}", i + 3))
             .collect::<Vec<_>>()

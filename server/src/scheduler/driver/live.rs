@@ -172,7 +172,13 @@ impl Live {
         if store.dialect == Dialect::Postgres {
             self.changed_since_analyze += rows.len();
             if self.changed_since_analyze >= ANALYZE_AFTER_ROWS.max(self.loaded.jobs.len() / 2) {
+                let t = Instant::now();
                 sqlx::query("ANALYZE jobs").execute(&store.pool).await?;
+                tracing::debug!(
+                    rows = self.loaded.jobs.len(),
+                    us = t.elapsed().as_micros() as u64,
+                    "scheduler: renewed the statistics of jobs"
+                );
                 self.changed_since_analyze = 0;
             }
         }

@@ -109,6 +109,13 @@ pub struct ServeArgs {
     /// Gateways listen with plain HTTP, no TLS (development, tests) [default: false].
     #[arg(long, env = "SWITCHYARD_GATEWAY_PLAIN_HTTP", num_args = 0..=1, default_missing_value = "true")]
     pub gateway_plain_http: Option<bool>,
+    /// Seconds a gateway keeps a client connection open with no request [default: 75].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_IDLE_TIMEOUT_S")]
+    pub gateway_idle_timeout_s: Option<u64>,
+    /// Seconds a client has to send a request's head (and a body read whole) once it began,
+    /// or the connection closes [default: 30].
+    #[arg(long, env = "SWITCHYARD_GATEWAY_REQUEST_TIMEOUT_S")]
+    pub gateway_request_timeout_s: Option<u64>,
 }
 
 /// The TOML file: the same settings, snake_case.
@@ -144,6 +151,8 @@ struct FileConfig {
     gateway_tcp_ports: Option<String>,
     gateway_tls_dir: Option<PathBuf>,
     gateway_plain_http: Option<bool>,
+    gateway_idle_timeout_s: Option<u64>,
+    gateway_request_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +193,13 @@ pub struct GatewayConfig {
     pub tls_dir: Option<PathBuf>,
     /// No TLS at all (development, tests).
     pub plain_http: bool,
+    /// A client connection with no request for this long is closed (nginx's
+    /// `keepalive_timeout`).
+    pub idle_timeout: std::time::Duration,
+    /// A request whose head (and body, when read whole) has not arrived this long after its
+    /// first byte closes its connection: slow clients cannot hold connections open
+    /// (nginx's `client_header_timeout`, hyper's `header_read_timeout`).
+    pub request_timeout: std::time::Duration,
 }
 
 impl Default for GatewayConfig {
@@ -194,11 +210,26 @@ impl Default for GatewayConfig {
             tcp_ports: 18500..=18599,
             tls_dir: None,
             plain_http: false,
+            idle_timeout: std::time::Duration::from_secs(75),
+            request_timeout: std::time::Duration::from_secs(30),
         }
     }
 }
 
 /// A port range, `FIRST-LAST`.
+/// A timeout given in whole seconds: at least one second and at most a day.
+fn seconds(
+    name: &str,
+    given: Option<u64>,
+    default: std::time::Duration,
+) -> anyhow::Result<std::time::Duration> {
+    match given {
+        None => Ok(default),
+        Some(s) if (1..=86_400).contains(&s) => Ok(std::time::Duration::from_secs(s)),
+        Some(s) => anyhow::bail!("{name} must be between 1 and 86400 seconds, not {s}"),
+    }
+}
+
 fn port_range(s: &str) -> Option<std::ops::RangeInclusive<u16>> {
     let (a, b) = s.trim().split_once('-')?;
     let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
@@ -404,6 +435,18 @@ impl Config {
                     .gateway_plain_http
                     .or(file.gateway_plain_http)
                     .unwrap_or(d.gateway.plain_http),
+                idle_timeout: seconds(
+                    "gateway_idle_timeout_s",
+                    serve.gateway_idle_timeout_s.or(file.gateway_idle_timeout_s),
+                    d.gateway.idle_timeout,
+                )?,
+                request_timeout: seconds(
+                    "gateway_request_timeout_s",
+                    serve
+                        .gateway_request_timeout_s
+                        .or(file.gateway_request_timeout_s),
+                    d.gateway.request_timeout,
+                )?,
             },
         };
         let (h, t) = (&c.gateway.ports, &c.gateway.tcp_ports);
@@ -523,6 +566,21 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains("overlap"), "{err}");
         assert!(Config::resolve(&store, &serve("18400-18409", "18419-18410")).is_err());
+        let timeouts = |idle: u64, request: u64| ServeArgs {
+            gateway_idle_timeout_s: Some(idle),
+            gateway_request_timeout_s: Some(request),
+            ..Default::default()
+        };
+        let c = Config::resolve(&store, &timeouts(600, 10)).expect("config");
+        assert_eq!(c.gateway.idle_timeout, std::time::Duration::from_secs(600));
+        assert_eq!(
+            c.gateway.request_timeout,
+            std::time::Duration::from_secs(10)
+        );
+        let Err(err) = Config::resolve(&store, &timeouts(0, 10)) else {
+            panic!("an idle timeout of 0 is refused");
+        };
+        assert!(err.to_string().contains("gateway_idle_timeout_s"), "{err}");
     }
 }
 

@@ -82,9 +82,9 @@ pub(super) fn spawn(
                     return;
                 };
                 if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    let app = ctx.app.clone();
+                    let (app, timeout) = (ctx.app.clone(), ctx.gateways.request_timeout);
                     drop(ctx);
-                    Box::pin(serve_hyper(tls, peer, app, closing)).await;
+                    Box::pin(serve_hyper(tls, peer, app, timeout, closing)).await;
                 } else {
                     super::h1::serve(tls, peer, ctx, closing).await;
                 }
@@ -98,11 +98,13 @@ pub(super) fn spawn(
 }
 
 /// Serves a connection with hyper (HTTP/1.1 or HTTP/2, upgrades included) until it ends;
-/// once `closing` is set it ends gracefully (requests in flight are answered).
+/// once `closing` is set it ends gracefully (requests in flight are answered). An HTTP/1.1
+/// request head that takes longer than `request_timeout` to arrive closes the connection.
 pub(super) async fn serve_hyper<T>(
     io: T,
     peer: SocketAddr,
     app: Router,
+    request_timeout: Duration,
     mut closing: watch::Receiver<bool>,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -112,6 +114,10 @@ pub(super) async fn serve_hyper<T>(
         app.clone().oneshot(req.map(Body::new))
     });
     let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(request_timeout);
     // HTTP/2 WebSockets (RFC 8441 extended CONNECT).
     builder.http2().enable_connect_protocol();
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);

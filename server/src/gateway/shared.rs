@@ -32,6 +32,10 @@ pub struct Gateways {
     pub(super) bind: IpAddr,
     pub(super) tls_dir: Option<PathBuf>,
     pub(super) plain_http: bool,
+    /// How long a client connection may wait with no request, and how long a begun request
+    /// may take to arrive (see [`crate::config::GatewayConfig`]).
+    pub(super) idle_timeout: Duration,
+    pub(super) request_timeout: Duration,
     pub(super) snap: RwLock<Arc<Snapshot>>,
     pub(super) rebuild: tokio::sync::Mutex<()>,
     pub(super) targets: Mutex<HashMap<String, Arc<TargetState>>>,
@@ -68,6 +72,8 @@ impl Gateways {
             bind: config.bind,
             tls_dir: config.tls_dir.clone(),
             plain_http: config.plain_http,
+            idle_timeout: config.idle_timeout,
+            request_timeout: config.request_timeout,
             snap: RwLock::new(Arc::new(Snapshot {
                 generation: u64::MAX,
                 ..Default::default()

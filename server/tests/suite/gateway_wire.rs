@@ -6,7 +6,7 @@
 //! instance mid-connection; `Connection: close` is honoured; an idle connection is closed
 //! when its gateway is deleted.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -18,7 +18,8 @@ use crate::upstreams::{self, Upstream};
 
 both_stores!(
     answers_keep_their_framing_and_the_connection_serves_the_next,
-    requests_sent_ahead_or_in_pieces_are_each_answered
+    requests_sent_ahead_or_in_pieces_are_each_answered,
+    idle_and_slow_clients_are_let_go
 );
 
 async fn gateway(kind: Kind, up: &Upstream) -> (Gw, String) {
@@ -140,6 +141,20 @@ impl Wire {
             a.body = std::mem::take(&mut self.buf);
         }
         a
+    }
+
+    /// Whether the gateway closes the connection within `d` (what it sends meanwhile is kept
+    /// in `buf`).
+    async fn ends_within(&mut self, d: Duration) -> bool {
+        let until = tokio::time::Instant::now() + d;
+        let mut chunk = [0u8; 4096];
+        loop {
+            match tokio::time::timeout_at(until, self.s.read(&mut chunk)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(n)) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(_) => return false,
+            }
+        }
     }
 
     /// Whether the gateway closes the connection (within 2 s, nothing more sent).
@@ -285,6 +300,78 @@ async fn requests_sent_ahead_or_in_pieces_are_each_answered(kind: Kind) {
 
     let w = Wire::open(&gw).await;
     an_idle_connection_closes_with_its_gateway(&gw, &gw.prod, w.s, &token).await;
+    gw.app.finish().await;
+}
+
+/// Slow and idle clients do not hold connections: a keep-alive connection with no request for
+/// the idle timeout is closed, and so is one whose request head or body stops arriving for
+/// the request timeout, on the gateway's own path and on hyper's (after a chunked request);
+/// nothing is answered then. A client that keeps sending requests keeps its connection.
+async fn idle_and_slow_clients_are_let_go(kind: Kind) {
+    let up = upstreams::start_raw().await;
+    let mut app = TestApp::with_manual_clock(kind).await;
+    let range = ports();
+    app.reconfigure(|c| {
+        c.gateway.ports = range;
+        c.gateway.idle_timeout = Duration::from_millis(1500);
+        c.gateway.request_timeout = Duration::from_millis(1000);
+    });
+    let gw = setup(app, &[&up]).await;
+    let (token, _) = gw
+        .token(&gw.member, &gw.prod, serde_json::json!({"name": "slow"}))
+        .await;
+
+    // A request every half second for 3 s, twice the idle timeout: one connection.
+    let mut w = Wire::open(&gw).await;
+    for i in 0..6 {
+        w.send(&request("GET", &format!("/v1/r{i}"), &token, "", ""))
+            .await;
+        assert_eq!(w.answer(false).await.text(), format!("GET /v1/r{i} 0"));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Then nothing: closed once idle for the idle timeout (1 s after the last sleep), not
+    // sooner.
+    let t = Instant::now();
+    assert!(
+        w.ends_within(Duration::from_secs(5)).await,
+        "an idle keep-alive connection is closed"
+    );
+    let idle = t.elapsed();
+    assert!(idle >= Duration::from_millis(700), "closed after {idle:?}");
+    assert!(w.buf.is_empty(), "{:?}", String::from_utf8_lossy(&w.buf));
+
+    // A head that stops halfway, and a body that stops halfway: closed, nothing answered.
+    let stalled = [
+        "GET /v1/models HTTP/1.1\r\nHost: gw.test\r\n".to_string(),
+        format!("POST /v1/stalled HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer {token}\r\ncontent-length: 10\r\n\r\nhello"),
+    ];
+    for begun in &stalled {
+        let mut w = Wire::open(&gw).await;
+        w.send(begun.as_bytes()).await;
+        let t = Instant::now();
+        assert!(
+            w.ends_within(Duration::from_secs(5)).await,
+            "a stalled request's connection is closed: {begun:?}"
+        );
+        assert!(
+            t.elapsed() >= Duration::from_millis(700),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(w.buf.is_empty(), "{:?}", String::from_utf8_lossy(&w.buf));
+    }
+
+    // On hyper's path (a chunked request is answered there), a stalled head as well.
+    let mut w = Wire::open(&gw).await;
+    w.send(format!("POST /v1/chunky HTTP/1.1\r\nHost: gw.test\r\nAuthorization: Bearer {token}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n").as_bytes())
+        .await;
+    assert_eq!(w.answer(false).await.status, 200);
+    w.send(b"GET /v1/models HTTP/1.1\r\nHost: gw.test\r\n")
+        .await;
+    assert!(
+        w.ends_within(Duration::from_secs(5)).await,
+        "hyper closes a stalled head's connection"
+    );
     gw.app.finish().await;
 }
 

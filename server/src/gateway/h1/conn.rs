@@ -131,10 +131,10 @@ pub(in crate::gateway) async fn serve<T: Io>(
                     read: buf.freeze(),
                     io,
                 };
-                let app = ctx.app.clone();
+                let (app, timeout) = (ctx.app.clone(), ctx.gateways.request_timeout);
                 drop(ctx);
                 Box::pin(crate::gateway::listener::serve_hyper(
-                    io, peer, app, closing,
+                    io, peer, app, timeout, closing,
                 ))
                 .await;
                 return;
@@ -145,7 +145,13 @@ pub(in crate::gateway) async fn serve<T: Io>(
 }
 
 impl<T: Io> Conn<T> {
+    /// The next request whole (head and body), or why there is none: the client closed,
+    /// the listener is closing, the connection sat idle for the gateway's idle timeout, or
+    /// a begun request did not arrive within its request timeout (nothing is answered then,
+    /// as nginx does).
     async fn next_request(&mut self, closing: &mut watch::Receiver<bool>) -> Next {
+        // Set when a read finds the request incomplete: the rest must come by then.
+        let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             if !self.buf.is_empty() {
                 match parse_request(&self.buf) {
@@ -170,10 +176,13 @@ impl<T: Io> Conn<T> {
                 if *closing.borrow() {
                     return Next::Closed;
                 }
+                // Registered with the timer only if the first poll finds nothing to read.
+                let mut idle = std::pin::pin!(tokio::time::sleep(self.ctx.gateways.idle_timeout));
                 tokio::select! {
                     biased;
                     _ = self.io.readable() => {}
                     _ = closing.changed() => return Next::Closed,
+                    _ = &mut idle => return Next::Closed,
                 }
                 self.buf.reserve(READ);
                 // TLS says readable at once: its read is where the wait is.
@@ -181,15 +190,19 @@ impl<T: Io> Conn<T> {
                     biased;
                     r = self.io.read_buf(&mut self.buf) => r,
                     _ = closing.changed() => return Next::Closed,
+                    _ = &mut idle => return Next::Closed,
                 };
                 match read {
                     Ok(0) | Err(_) => return Next::Closed,
                     Ok(_) => continue,
                 }
             }
-            match self.io.read_buf(&mut self.buf).await {
-                Ok(0) | Err(_) => return Next::Closed,
-                Ok(_) => {}
+            let until = *deadline.get_or_insert_with(|| {
+                tokio::time::Instant::now() + self.ctx.gateways.request_timeout
+            });
+            match tokio::time::timeout_at(until, self.io.read_buf(&mut self.buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Next::Closed,
+                Ok(Ok(_)) => {}
             }
         }
     }

@@ -4,6 +4,7 @@
 mod common;
 
 mod access;
+mod admissions;
 mod audit;
 mod auth;
 mod changes;

@@ -1,0 +1,125 @@
+//! A large admission: 1,199 jobs admitted in one cycle (on PostgreSQL in multi-row statements
+//! of up to 4,000 parameters, several per table) are each stored once, with both admission
+//! events, one `job.admit` entry and an intact audit chain.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::common::{Kind, TestApp};
+use crate::jobs::{id, node, pool, profile, setup};
+
+both_stores!(a_thousand_jobs_admitted_at_once_are_each_stored_once);
+
+async fn a_thousand_jobs_admitted_at_once_are_each_stored_once(kind: Kind) {
+    let app = TestApp::with_scheduler(kind).await;
+    let s = setup(&app, "acme").await;
+    // 20 nodes of 8 GPUs: room for 1,280 jobs of an eighth of a GPU.
+    let nodes: Vec<Value> = (0..20).map(|i| node(&format!("n{i}"), 8)).collect();
+    let p = pool(&app, &s, "big", "simulated", json!(nodes)).await;
+    let eighth = profile(&app, &s, json!({"name": "eighth", "gpu_milli": 125})).await;
+    let g = app
+        .post("/api/v1/groups", &s.admin, json!({"name": "many"}))
+        .await;
+    assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
+    let gid = id(&g.body);
+    let member = app.user_id(&s.admin, "member").await;
+    let add = app
+        .post(
+            &format!("/api/v1/groups/{gid}/members"),
+            &s.admin,
+            json!({ "user_id": member }),
+        )
+        .await;
+    assert_eq!(add.status, StatusCode::CREATED, "{}", add.text);
+    let policy =
+        |limit: i64| json!({"group_id": gid, "reservation_milli": limit, "limit_milli": limit});
+    // A limit of one job while they are submitted: the rest wait.
+    let pol = app.post("/api/v1/policies", &s.admin, policy(125)).await;
+    assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
+    let q = app
+        .post("/api/v1/queues", &s.admin, json!({"name": "many-q", "policy_id": id(&pol.body), "profile_id": eighth, "pools": [p]}))
+        .await;
+    assert_eq!(q.status, StatusCode::CREATED, "{}", q.text);
+    let queue = id(&q.body);
+    for b in 0..12 {
+        let jobs: Vec<Value> = (0..100)
+            .map(|i| json!({"queue_id": queue, "name": format!("j{b}-{i}"), "command": "x", "duration_ms": 3_600_000}))
+            .collect();
+        let r = app
+            .post("/api/v1/jobs/batch", &s.member, json!({ "jobs": jobs }))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let pool_db = app.store().pool.clone();
+    let count = |sql: &'static str| {
+        let pool_db = pool_db.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool_db)
+                .await
+                .unwrap()
+        }
+    };
+    let until = |sql: &'static str, want: i64| {
+        let count = &count;
+        async move {
+            for _ in 0..600 {
+                if count(sql).await == want {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            panic!("{sql} never reached {want} (now {})", count(sql).await);
+        }
+    };
+    until("SELECT COUNT(*) FROM jobs WHERE state = 'running'", 1).await;
+    until("SELECT COUNT(*) FROM jobs WHERE state = 'queued'", 1199).await;
+
+    // The limit raised: one cycle admits the 1,199 waiting jobs.
+    let pol = app
+        .post("/api/v1/policies", &s.admin, policy(1_000_000))
+        .await;
+    assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
+    until("SELECT COUNT(*) FROM jobs WHERE state = 'running'", 1200).await;
+    assert_eq!(
+        count("SELECT COUNT(DISTINCT at) FROM job_events WHERE to_state = 'admitted'").await,
+        2,
+        "the first job, then the other 1,199 in one cycle"
+    );
+    for (state, sql) in [
+        (
+            "admitted",
+            "SELECT COUNT(*) FROM job_events WHERE to_state = 'admitted'",
+        ),
+        (
+            "starting",
+            "SELECT COUNT(*) FROM job_events WHERE to_state = 'starting'",
+        ),
+        (
+            "running",
+            "SELECT COUNT(*) FROM job_events WHERE to_state = 'running'",
+        ),
+        (
+            "admitted, each job once",
+            "SELECT COUNT(DISTINCT job_id) FROM job_events WHERE to_state = 'admitted'",
+        ),
+        (
+            "job.admit entries",
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.admit'",
+        ),
+        (
+            "job.admit entries, each job once",
+            "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.admit'",
+        ),
+    ] {
+        assert_eq!(count(sql).await, 1200, "{state}");
+    }
+    let chains = switchyard::audit::verify(app.store()).await.unwrap();
+    assert!(
+        chains.iter().all(|c| c.problems.is_empty()),
+        "{:?}",
+        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
+    );
+    app.finish().await;
+}

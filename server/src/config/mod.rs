@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Deserialize;
 
+mod ipnet;
+pub use ipnet::IpNet;
+
 /// Settings shared by `serve` and `admin`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct StoreArgs {
@@ -216,7 +219,6 @@ impl Default for GatewayConfig {
     }
 }
 
-/// A port range, `FIRST-LAST`.
 /// A timeout given in whole seconds: at least one second and at most a day.
 fn seconds(
     name: &str,
@@ -230,57 +232,11 @@ fn seconds(
     }
 }
 
+/// A port range, `FIRST-LAST`.
 fn port_range(s: &str) -> Option<std::ops::RangeInclusive<u16>> {
     let (a, b) = s.trim().split_once('-')?;
     let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
     (a > 0 && a <= b).then_some(a..=b)
-}
-
-/// An IP address range (`10.0.0.0/8`, `::1/128`; a bare address is one host).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpNet {
-    pub addr: std::net::IpAddr,
-    pub prefix: u8,
-}
-
-impl IpNet {
-    pub fn parse(s: &str) -> Option<IpNet> {
-        let s = s.trim();
-        let (a, p) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
-        let addr: std::net::IpAddr = a.parse().ok()?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match p {
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max)?,
-            None => max,
-        };
-        Some(IpNet { addr, prefix })
-    }
-
-    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
-        use std::net::IpAddr;
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-            v4 => v4,
-        };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
 }
 
 impl Default for Config {

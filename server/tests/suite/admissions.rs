@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::common::{Kind, TestApp};
-use crate::jobs::{id, node, pool, profile, setup};
+use crate::jobs::{group_queue, id, node, pool, profile, setup};
 
 both_stores!(a_thousand_jobs_admitted_at_once_are_each_stored_once);
 
@@ -18,30 +18,17 @@ async fn a_thousand_jobs_admitted_at_once_are_each_stored_once(kind: Kind) {
     let nodes: Vec<Value> = (0..20).map(|i| node(&format!("n{i}"), 8)).collect();
     let p = pool(&app, &s, "big", "simulated", json!(nodes)).await;
     let eighth = profile(&app, &s, json!({"name": "eighth", "gpu_milli": 125})).await;
-    let g = app
-        .post("/api/v1/groups", &s.admin, json!({"name": "many"}))
-        .await;
-    assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
-    let gid = id(&g.body);
-    let member = app.user_id(&s.admin, "member").await;
-    let add = app
-        .post(
-            &format!("/api/v1/groups/{gid}/members"),
-            &s.admin,
-            json!({ "user_id": member }),
-        )
-        .await;
-    assert_eq!(add.status, StatusCode::CREATED, "{}", add.text);
-    let policy =
-        |limit: i64| json!({"group_id": gid, "reservation_milli": limit, "limit_milli": limit});
     // A limit of one job while they are submitted: the rest wait.
-    let pol = app.post("/api/v1/policies", &s.admin, policy(125)).await;
-    assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
-    let q = app
-        .post("/api/v1/queues", &s.admin, json!({"name": "many-q", "policy_id": id(&pol.body), "profile_id": eighth, "pools": [p]}))
-        .await;
-    assert_eq!(q.status, StatusCode::CREATED, "{}", q.text);
-    let queue = id(&q.body);
+    let policy = |limit: i64| json!({"reservation_milli": limit, "limit_milli": limit});
+    let queue = group_queue(&app, &s, "many", policy(125), &eighth, &[&p], true).await;
+    let groups = app.get("/api/v1/groups", &s.admin).await;
+    let gid = groups.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "many")
+        .map(id)
+        .unwrap_or_else(|| panic!("no group many: {}", groups.text));
     for b in 0..12 {
         let jobs: Vec<Value> = (0..100)
             .map(|i| json!({"queue_id": queue, "name": format!("j{b}-{i}"), "command": "x", "duration_ms": 3_600_000}))
@@ -77,9 +64,9 @@ async fn a_thousand_jobs_admitted_at_once_are_each_stored_once(kind: Kind) {
     until("SELECT COUNT(*) FROM jobs WHERE state = 'queued'", 1199).await;
 
     // The limit raised: one cycle admits the 1,199 waiting jobs.
-    let pol = app
-        .post("/api/v1/policies", &s.admin, policy(1_000_000))
-        .await;
+    let mut raised = policy(1_000_000);
+    raised["group_id"] = json!(gid);
+    let pol = app.post("/api/v1/policies", &s.admin, raised).await;
     assert_eq!(pol.status, StatusCode::OK, "{}", pol.text);
     until("SELECT COUNT(*) FROM jobs WHERE state = 'running'", 1200).await;
     assert_eq!(

@@ -27,6 +27,7 @@ impl Gives {
 const JOB_INSERT_COLUMNS: &str = "id, tenant_id, queue_id, group_id, user_id, username, name, command, image, env, gpu_milli, gpu_memory_mb, cpu_milli, memory_mb, priority_class, priority, preemptible,
     abort_kind, abort_command, abort_timeout_ms, checkpoint_dir, max_runtime_ms, duration_ms, serve_endpoint_id, serve_port, state, submitted_at, queued_at, updated_at, change_seq";
 const JOB_INSERT_ARITY: usize = 29;
+const EVENT_ARITY: usize = 7;
 
 /// One prepared job to store: its tenant, what its profile gives it, its class's priority.
 pub(super) struct NewJob<'a> {
@@ -42,8 +43,12 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 /// PostgreSQL a chunk's jobs and events in one statement (one round trip), on SQLite in two.
 pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Result<(), sqlx::Error> {
     let d = tx.dialect;
-    // Rows per multi-row insert: 29 parameters each.
-    for chunk in items.chunks(d.statement_params() / JOB_INSERT_ARITY) {
+    // Rows per statement: on PostgreSQL each job's event is in the same statement.
+    let per_job = match d {
+        Dialect::Postgres => JOB_INSERT_ARITY + EVENT_ARITY,
+        Dialect::Sqlite => JOB_INSERT_ARITY,
+    };
+    for chunk in items.chunks(d.statement_params() / per_job) {
         let n = chunk.len();
         let jobs = format!(
             "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
@@ -56,7 +61,7 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
         );
         let events = format!(
             "INSERT INTO job_events (id, tenant_id, job_id, at, from_state, to_state, detail) VALUES {}",
-            d.rows(1 + n * JOB_INSERT_ARITY, n, 7, None)
+            d.rows(1 + n * JOB_INSERT_ARITY, n, EVENT_ARITY, None)
         );
         match d {
             Dialect::Postgres => {

@@ -185,6 +185,9 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await row(page, 'tcp-routes-table', address).locator('a:has-text("Close")').click();
   await page.click(`button:has-text("Delete TCP route ${address}")`);
   await page.waitForSelector('text=TCP route closed: its port no longer accepts.');
+  // The message comes with the action's answer; the table follows when the page's data is
+  // read again (it failed once when counted at once, with the row still there).
+  await page.waitForSelector(`tr[data-tcp-route="${address}"]`, { state: 'detached', timeout: 5000 });
   assert.equal(await page.locator(`tr[data-tcp-route="${address}"]`).count(), 0);
 
   // ml-research (bob's group) gets use on the endpoints of llm-finetune.
@@ -362,6 +365,7 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click(`a[aria-label="Delete gateway ${scratch}"]`);
   await page.click(`button:has-text("Delete gateway ${scratch}")`);
   await page.waitForSelector('text=Gateway deleted: its listener stopped.');
+  await page.waitForSelector(`tr[data-gateway="${scratch}"]`, { state: 'detached', timeout: 5000 });
   assert.equal(await page.locator(`tr[data-gateway="${scratch}"]`).count(), 0);
 
   // Leave ml-research as the demo had it.

@@ -345,12 +345,14 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click('button:has-text("Add instance")');
   await page.waitForSelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:9"]');
   // Nothing listens there: the next probe marks it down.
-  await page.waitForFunction(() => document.querySelector('tr[data-instance="127.0.0.1:9"] [data-testid=instance-health]')?.textContent === 'down', null, { timeout: 15000 });
+  await page.waitForFunction(() => document.querySelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:9"] [data-testid=instance-health]')?.textContent === 'down', null, { timeout: 15000 });
   await shots(page, 'endpoint');
   await page.click('a[aria-label="Remove instance 127.0.0.1:9"]');
   await page.click('button:has-text("Delete instance 127.0.0.1:9")');
   await page.waitForSelector('text=Instance removed: no new request goes to it.');
-  await page.waitForFunction(() => !document.querySelector('tr[data-instance="127.0.0.1:9"]'));
+  // Scoped to the instances table: the traffic section below keeps the instance in its
+  // history when a sample was taken while it was registered.
+  await page.waitForFunction(() => !document.querySelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:9"]'));
   await page.goto(`${BASE}/endpoints`);
   await hydrated(page);
   await shots(page, 'endpoints');

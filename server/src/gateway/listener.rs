@@ -3,6 +3,7 @@
 //! and streams in flight finish (up to [`DRAIN`]).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,9 +83,10 @@ pub(super) fn spawn(
                     return;
                 };
                 if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    let (app, timeout) = (ctx.app.clone(), ctx.gateways.request_timeout);
+                    let app = ctx.app.clone();
+                    let (request, idle) = (ctx.gateways.request_timeout, ctx.gateways.idle_timeout);
                     drop(ctx);
-                    Box::pin(serve_hyper(tls, peer, app, timeout, closing)).await;
+                    Box::pin(serve_hyper(tls, peer, app, request, idle, closing)).await;
                 } else {
                     super::h1::serve(tls, peer, ctx, closing).await;
                 }
@@ -98,20 +100,33 @@ pub(super) fn spawn(
 }
 
 /// Serves a connection with hyper (HTTP/1.1 or HTTP/2, upgrades included) until it ends;
-/// once `closing` is set it ends gracefully (requests in flight are answered). An HTTP/1.1
-/// request head that takes longer than `request_timeout` to arrive closes the connection.
+/// once `closing` is set, or once no request has been in flight for `idle_timeout`, it ends
+/// gracefully (requests in flight are answered; HTTP/2 says so with a GOAWAY). A request
+/// counts as in flight until its answer's body has ended, so a long stream is not cut. An
+/// HTTP/1.1 request head that takes longer than `request_timeout` to arrive closes the
+/// connection.
 pub(super) async fn serve_hyper<T>(
     io: T,
     peer: SocketAddr,
     app: Router,
     request_timeout: Duration,
+    idle_timeout: Duration,
     mut closing: watch::Receiver<bool>,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = Arc::new(Activity::new());
+    let seen = activity.clone();
     let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
-        app.clone().oneshot(req.map(Body::new))
+        let busy = Busy::new(seen.clone());
+        let answer = app.clone().oneshot(req.map(Body::new));
+        async move {
+            let resp = answer.await?;
+            Ok::<_, std::convert::Infallible>(
+                resp.map(|body| Body::new(Tracked { body, _busy: busy })),
+            )
+        }
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -122,14 +137,98 @@ pub(super) async fn serve_hyper<T>(
     builder.http2().enable_connect_protocol();
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
-    if !*closing.borrow() {
+    while !*closing.borrow() {
+        // Idle since the last answer ended: checked again once the timeout would have run
+        // out (while busy, a timeout later).
+        let check = activity.idle_until(idle_timeout);
         tokio::select! {
             _ = conn.as_mut() => return,
             _ = closing.changed() => {}
+            _ = tokio::time::sleep_until(check) => {
+                if activity.idle_for(idle_timeout) {
+                    break;
+                }
+            }
         }
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+/// A hyper connection's requests in flight, and when the last one ended.
+struct Activity {
+    busy: AtomicUsize,
+    last: std::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            busy: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When the connection will have been idle for `timeout` if nothing happens meanwhile.
+    fn idle_until(&self, timeout: Duration) -> tokio::time::Instant {
+        if self.busy.load(Ordering::Acquire) > 0 {
+            tokio::time::Instant::now() + timeout
+        } else {
+            self.last() + timeout
+        }
+    }
+
+    /// No request in flight, and none ended within `timeout`.
+    fn idle_for(&self, timeout: Duration) -> bool {
+        self.busy.load(Ordering::Acquire) == 0 && self.last().elapsed() >= timeout
+    }
+}
+
+/// A request in flight on a hyper connection, from its head to its answer's end.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(a: Arc<Activity>) -> Busy {
+        a.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(a)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An answer's body that keeps its request in flight until it is dropped (ended, or cut).
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The peer address a request came from (set per connection by [`spawn`]).

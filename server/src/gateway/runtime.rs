@@ -39,12 +39,15 @@ impl Gateways {
             if listeners.contains_key(&g.id) || g.port == 0 {
                 continue;
             }
+            let key = Refused::gateway(&g.id);
             let tls = match self.tls_of(g) {
                 Ok(t) => t,
                 Err(e) => {
                     // Fail closed: no listener (its port not even bound) rather than one without
                     // its certificate.
-                    tracing::error!(gateway = %g.name, tenant = %g.tenant_slug, error = %e, "gateway: its certificate cannot be read; not listening");
+                    if self.news(&key, &e) {
+                        tracing::error!(gateway = %g.name, tenant = %g.tenant_slug, error = %e, "gateway: its certificate cannot be read; not listening");
+                    }
                     continue;
                 }
             };
@@ -52,10 +55,13 @@ impl Gateways {
             let tcp = match tokio::net::TcpListener::bind(addr).await {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::error!(gateway = %g.name, %addr, error = %e, "gateway: cannot listen");
+                    if self.news(&key, &e.to_string()) {
+                        tracing::error!(gateway = %g.name, %addr, error = %e, "gateway: cannot listen");
+                    }
                     continue;
                 }
             };
+            self.news(&key, ""); // started: a later failure is news again
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let ctx = Arc::new(super::h1::Ctx {
                 gateways: self.clone(),
@@ -112,6 +118,12 @@ impl Gateways {
         if let Ok(mut made) = self.self_signed.lock() {
             made.retain(|id, _| snap.gateways.contains_key(id));
         }
+        if let Ok(mut refused) = self.refused.lock() {
+            refused.keep(|key| match key {
+                Key::Gateway(id) => snap.gateways.contains_key(id),
+                Key::Tcp(port) => snap.tcp.contains_key(port),
+            });
+        }
         let mut listeners = self.tcp_listeners.lock().await;
         listeners.retain(|port, l| {
             let keep = snap
@@ -130,17 +142,22 @@ impl Gateways {
             let Some(g) = snap.gateways.get(&r.gateway_id) else {
                 continue;
             };
+            let key = Refused::tcp(r.port);
             let tls = if r.tls {
                 match self.certificate_of(g) {
                     Ok(t) => match tls::for_tcp(&t, r.client_ca.as_deref()) {
                         Ok(c) => Some(c),
                         Err(e) => {
-                            tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: a TCP route's client certificate authorities cannot be read; not listening");
+                            if self.news(&key, &e) {
+                                tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: a TCP route's client certificate authorities cannot be read; not listening");
+                            }
                             continue;
                         }
                     },
                     Err(e) => {
-                        tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: its certificate cannot be read; TCP route not listening");
+                        if self.news(&key, &e) {
+                            tracing::error!(gateway = %g.name, port = r.port, error = %e, "gateway: its certificate cannot be read; TCP route not listening");
+                        }
                         continue;
                     }
                 }
@@ -151,10 +168,13 @@ impl Gateways {
             let tcp = match tokio::net::TcpListener::bind(addr).await {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::error!(%addr, error = %e, "gateway: cannot listen for a TCP route");
+                    if self.news(&key, &e.to_string()) {
+                        tracing::error!(%addr, error = %e, "gateway: cannot listen for a TCP route");
+                    }
                     continue;
                 }
             };
+            self.news(&key, ""); // started: a later failure is news again
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             super::tcp::spawn(self.clone(), tcp, r.port, tls, stopped);
             tracing::info!(gateway = %g.name, %addr, tls = r.tls, "gateway: TCP route listening");
@@ -233,6 +253,15 @@ impl Gateways {
         }
     }
 
+    /// Whether a listener's failure to start, `why` (empty: it started), differs from the
+    /// last one noted for it: a failure is logged once, not at every reconcile.
+    fn news(&self, key: &Key, why: &str) -> bool {
+        match self.refused.lock() {
+            Ok(mut r) => r.note(key, why),
+            Err(_) => true,
+        }
+    }
+
     /// The ports the gateways listen on now, by gateway id.
     pub async fn listening(&self) -> HashMap<String, u16> {
         self.listeners
@@ -241,6 +270,46 @@ impl Gateways {
             .iter()
             .map(|(id, l)| (id.clone(), l.port))
             .collect()
+    }
+}
+
+/// A listener: a gateway's (by id) or a raw TCP route's (by port).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(super) enum Key {
+    Gateway(String),
+    Tcp(u16),
+}
+
+/// Why each listener that could not start did not, as last logged.
+#[derive(Default)]
+pub(super) struct Refused(HashMap<Key, String>);
+
+impl Refused {
+    fn gateway(id: &str) -> Key {
+        Key::Gateway(id.to_string())
+    }
+
+    fn tcp(port: u16) -> Key {
+        Key::Tcp(port)
+    }
+
+    /// Notes `why` for `key` (empty: it started); whether that is news (a failure not noted
+    /// for it just before).
+    fn note(&mut self, key: &Key, why: &str) -> bool {
+        if why.is_empty() {
+            self.0.remove(key);
+            return false;
+        }
+        if self.0.get(key).map(String::as_str) == Some(why) {
+            return false;
+        }
+        self.0.insert(key.clone(), why.to_string());
+        true
+    }
+
+    /// Forgets the listeners for which `keep` is false.
+    fn keep(&mut self, keep: impl Fn(&Key) -> bool) {
+        self.0.retain(|k, _| keep(k));
     }
 }
 
@@ -280,4 +349,30 @@ pub fn start(g: Arc<Gateways>) -> JoinHandle<()> {
             tokio::time::sleep(RECONCILE_EVERY).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_failure_is_news_once_until_it_changes_or_the_listener_starts() {
+        let mut r = Refused::default();
+        let (a, b) = (Refused::gateway("g1"), Refused::tcp(18500));
+        assert!(r.note(&a, "certificate unreadable"));
+        assert!(
+            !r.note(&a, "certificate unreadable"),
+            "the same failure again"
+        );
+        assert!(r.note(&b, "certificate unreadable"), "another listener's");
+        assert!(r.note(&a, "address in use"), "a new reason");
+        assert!(!r.note(&a, ""), "started");
+        assert!(
+            r.note(&a, "address in use"),
+            "failing again after it started"
+        );
+        r.keep(|k| *k != a);
+        assert!(r.note(&a, "address in use"), "forgotten with its gateway");
+        assert!(!r.note(&b, "certificate unreadable"));
+    }
 }

@@ -51,6 +51,8 @@ pub struct Gateways {
     /// Each gateway's self-signed certificate (made once per process, shared by its HTTP and
     /// TCP listeners), by gateway id.
     pub(super) self_signed: Mutex<HashMap<String, Arc<Tls>>>,
+    /// Why listeners could not start, as last logged (each failure is logged once).
+    pub(super) refused: Mutex<super::runtime::Refused>,
     /// Per endpoint counters for `/metrics`.
     pub metrics: super::metrics::Registry,
     /// Per TCP route counters for `/metrics`.
@@ -86,6 +88,7 @@ impl Gateways {
             listeners: tokio::sync::Mutex::new(HashMap::new()),
             tcp_listeners: tokio::sync::Mutex::new(HashMap::new()),
             self_signed: Mutex::new(HashMap::new()),
+            refused: Default::default(),
             metrics: Default::default(),
             tcp: Default::default(),
             series: Default::default(),

@@ -16,6 +16,7 @@ mod driver_faults;
 mod fairness;
 mod gateway_api;
 mod gateway_connections;
+mod gateway_h2;
 mod gateway_load;
 mod gateway_proxy;
 mod gateway_serving;

@@ -131,10 +131,11 @@ pub(in crate::gateway) async fn serve<T: Io>(
                     read: buf.freeze(),
                     io,
                 };
-                let (app, timeout) = (ctx.app.clone(), ctx.gateways.request_timeout);
+                let app = ctx.app.clone();
+                let (request, idle) = (ctx.gateways.request_timeout, ctx.gateways.idle_timeout);
                 drop(ctx);
                 Box::pin(crate::gateway::listener::serve_hyper(
-                    io, peer, app, timeout, closing,
+                    io, peer, app, request, idle, closing,
                 ))
                 .await;
                 return;

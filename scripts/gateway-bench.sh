@@ -252,7 +252,7 @@ wait_gateway "$GW_HTTP"
 
 PATH_=/v1/chat/completions
 GWAUTH="authorization: Bearer $GTOKEN"
-declare -A S_RPS S_P50 S_P99 S_CPU S_ERR P_RPS P_P50 P_P99 P_ERR IDLE IDLE_RSS ROUTE_MS ROUTE_RES
+declare -A S_RPS S_P50 S_P99 S_CPU S_SW S_ERR P_RPS P_P50 P_P99 P_ERR IDLE IDLE_RSS ROUTE_MS ROUTE_RES
 
 # wrk's latencies (123.45us, 1.20ms, 1.02s) in milliseconds (3 decimals under 1 ms).
 ms() {
@@ -274,6 +274,14 @@ cpu_ticks() { # PID
   done
   echo "$t"
 }
+# Context switches (voluntary and not) of a process, its children and all their threads.
+ctx_switches() { # PID
+  local t=0 p
+  for p in "$1" $(pgrep -P "$1" || true); do
+    t=$((t + $(cat /proc/"$p"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}')))
+  done
+  echo "$t"
+}
 # The process whose CPU a target's requests cost: the proxy (direct: the upstream).
 pid_of() { # NAME
   case $1 in
@@ -288,9 +296,9 @@ pid_of() { # NAME
 # whatever share of the cores the host's other work left it.
 bench() { # saturation|paced NAME URL [wrk args]
   local kind=$1 name=$2 url=$3; shift 3
-  local out pid ticks0
+  local out pid ticks0 switches0
   pid=$(pid_of "$name")
-  ticks0=$(cpu_ticks "$pid")
+  ticks0=$(cpu_ticks "$pid"); switches0=$(ctx_switches "$pid")
   if [ "$kind" = paced ]; then
     say "paced $name ($RATE req/s)"
     out=$(wrk -t"$THREADS" -c"$PACED_CONNS" -d"${SECONDS_EACH}s" --latency \
@@ -312,6 +320,8 @@ bench() { # saturation|paced NAME URL [wrk args]
     ticks=$(($(cpu_ticks "$pid") - ticks0)); hz=$(getconf CLK_TCK)
     S_CPU[$name]=$(awk -v t="$ticks" -v hz="$hz" -v r="$rps" -v s="$SECONDS_EACH" \
       'BEGIN { if (r > 0) printf "%.1f", t / hz * 1e6 / (r * s) }')
+    S_SW[$name]=$(awk -v n="$(($(ctx_switches "$pid") - switches0))" -v r="$rps" -v s="$SECONDS_EACH" \
+      'BEGIN { if (r > 0) printf "%.2f", n / (r * s) }')
   fi
 }
 # Memory per 10,000 idle keep-alive connections to a proxy (its processes' RSS).
@@ -414,14 +424,15 @@ echo "TLS: one self-signed P-256 certificate for the upstream's, nginx's and the
 echo "(the gateway's from --gateway-tls-dir: $GW_CERT_OURS); negotiated with nginx: ${TLS_NGINX:-?}, with the gateway: ${TLS_GW:-?}."
 echo "Saturation: wrk -t$THREADS -c$CONNS -d${SECONDS_EACH}s. Paced: wrk -t$THREADS -c$PACED_CONNS -d${SECONDS_EACH}s -s scripts/bench/paced.lua at $RATE req/s."
 echo "CPU µs per request: the proxy's user + system time over its saturation run (/proc, master and workers for nginx,"
-echo "the whole server for the gateway), divided by the requests wrk counted; direct: the upstream's."
+echo "the whole server for the gateway), divided by the requests wrk counted; direct: the upstream's. Switches per request:"
+echo "the same processes' context switches (voluntary and involuntary, all threads, /proc) over that run, likewise divided."
 echo "Idle: $IDLE_CONNS connections, one request each, held ≥ 3 s; RSS of the proxy's processes (the gateway: the whole server),"
 echo "before and while holding, each once still (within 1 % over 2 s); on fresh processes, before any wrk run;"
 echo "nginx's worker_connections ($NGINX_CONNS per worker) are allocated at its start, so in its 'before'."
 echo "The gateway: token auth, group access (RBAC), bounded-load hashing, metrics and usage metering on every request."
 echo
-echo "| target | saturation req/s | p50 ms | p99 ms | CPU µs per request | paced req/s (of $RATE) | p50 ms | p99 ms | p99 added to direct's, ms | MiB per 10k idle conns (RSS before → holding) | route change ms, median / max | errors |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| target | saturation req/s | p50 ms | p99 ms | CPU µs per request | switches per request | paced req/s (of $RATE) | p50 ms | p99 ms | p99 added to direct's, ms | MiB per 10k idle conns (RSS before → holding) | route change ms, median / max | errors |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for t in direct nginx gateway gateway-session direct-tls nginx-tls gateway-tls; do
   add=$(added "${P_P99[$t]:-}" "${P_P99[direct]:-}")
   case $t in
@@ -431,8 +442,8 @@ for t in direct nginx gateway gateway-session direct-tls nginx-tls gateway-tls; 
   mem="—"
   [ -z "${IDLE[$t]:-}" ] || mem="${IDLE[$t]} (${IDLE_RSS[$t]})"
   errs="${S_ERR[$t]:-}${S_ERR[$t]:+; }${P_ERR[$t]:-}"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$t" \
-    "$(fmt_rps "${S_RPS[$t]:-}")" "${S_P50[$t]:-—}" "${S_P99[$t]:-—}" "${S_CPU[$t]:-—}" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$t" \
+    "$(fmt_rps "${S_RPS[$t]:-}")" "${S_P50[$t]:-—}" "${S_P99[$t]:-—}" "${S_CPU[$t]:-—}" "${S_SW[$t]:-—}" \
     "$(fmt_rps "${P_RPS[$t]:-}")" "${P_P50[$t]:-—}" "${P_P99[$t]:-—}" "$add" "$mem" \
     "${ROUTE_MS[$t]:-—}" "${errs:-none}"
 done

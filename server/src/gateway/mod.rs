@@ -19,6 +19,7 @@ mod names;
 pub mod overview;
 mod problem;
 pub mod proxy;
+mod refused;
 pub mod routes;
 pub mod runtime;
 pub mod sampler;

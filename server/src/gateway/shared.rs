@@ -52,7 +52,7 @@ pub struct Gateways {
     /// TCP listeners), by gateway id.
     pub(super) self_signed: Mutex<HashMap<String, Arc<Tls>>>,
     /// Why listeners could not start, as last logged (each failure is logged once).
-    pub(super) refused: Mutex<super::runtime::Refused>,
+    pub(super) refused: Mutex<super::refused::Refused>,
     /// Per endpoint counters for `/metrics`.
     pub metrics: super::metrics::Registry,
     /// Per TCP route counters for `/metrics`.

@@ -235,6 +235,43 @@ where
     }
 }
 
+/// The object the last successful call of `action` was sent for (`key` reads it from the
+/// call's arguments), while that result stands: a row it deleted is left out at once, before
+/// the page's data is read again, and only that row (a confirmation opened afterwards for
+/// another keeps its row in view). In the browser only: without JavaScript the page is drawn
+/// from data read after the change.
+pub fn done_for<S>(
+    action: ServerAction<S>,
+    key: fn(&S) -> String,
+) -> impl Fn() -> Option<String> + Copy + Send + Sync + 'static
+where
+    S: ServerFn + Clone + Send + Sync + 'static,
+    S::Output: Send + Sync + 'static,
+    S::Error: Send + Sync + 'static,
+{
+    let sent = StoredValue::new(None::<String>);
+    let finished = RwSignal::new(None::<String>);
+    Effect::new(move |_| {
+        if let Some(id) = action.input().with(|i| i.as_ref().map(key)) {
+            sent.set_value(Some(id));
+        }
+    });
+    Effect::new(move |seen: Option<usize>| {
+        let version = action.version().get();
+        if seen.is_some_and(|v| v != version) {
+            finished.set(sent.get_value());
+        }
+        version
+    });
+    move || {
+        action
+            .value()
+            .with(|v| matches!(v, Some(Ok(_))))
+            .then(|| finished.get())
+            .flatten()
+    }
+}
+
 /// A form emptied once `action` saved it, so that the next entry starts blank. Only a save
 /// this view saw: the page is drawn again after every save, and what was typed since into a
 /// form drawn again stays.

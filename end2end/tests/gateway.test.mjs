@@ -185,8 +185,9 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await row(page, 'tcp-routes-table', address).locator('a:has-text("Close")').click();
   await page.click(`button:has-text("Delete TCP route ${address}")`);
   await page.waitForSelector('text=TCP route closed: its port no longer accepts.');
-  // The message comes with the action's answer; the table follows when the page's data is
-  // read again (it failed once when counted at once, with the row still there).
+  // Out of view as the message shows (it once stayed until the page's data was read again),
+  // then out of the page.
+  assert.equal(await page.locator(`tr[data-tcp-route="${address}"]`).isVisible(), false, 'the closed route is out of view with the message');
   await page.waitForSelector(`tr[data-tcp-route="${address}"]`, { state: 'detached', timeout: 5000 });
   assert.equal(await page.locator(`tr[data-tcp-route="${address}"]`).count(), 0);
 
@@ -353,6 +354,16 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   // Scoped to the instances table: the traffic section below keeps the instance in its
   // history when a sample was taken while it was registered.
   await page.waitForFunction(() => !document.querySelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:9"]'));
+  // Another instance's confirmation, opened after that removal, keeps its row in view (the
+  // row being confirmed was once hidden as if removed); confirmed, it goes.
+  await page.fill('#target-address', '127.0.0.1:10');
+  await page.click('button:has-text("Add instance")');
+  await page.waitForSelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:10"]');
+  await page.click('a[aria-label="Remove instance 127.0.0.1:10"]');
+  await page.waitForSelector('button:has-text("Delete instance 127.0.0.1:10")');
+  assert.ok(await page.locator('[data-testid=instances-table] tr[data-instance="127.0.0.1:10"]').isVisible(), 'the instance being confirmed stays in view');
+  await page.click('button:has-text("Delete instance 127.0.0.1:10")');
+  await page.waitForFunction(() => !document.querySelector('[data-testid=instances-table] tr[data-instance="127.0.0.1:10"]'));
   await page.goto(`${BASE}/endpoints`);
   await hydrated(page);
   await shots(page, 'endpoints');
@@ -367,6 +378,7 @@ test('an admin publishes an endpoint; a member calls it with a token shown once,
   await page.click(`a[aria-label="Delete gateway ${scratch}"]`);
   await page.click(`button:has-text("Delete gateway ${scratch}")`);
   await page.waitForSelector('text=Gateway deleted: its listener stopped.');
+  assert.equal(await page.locator(`tr[data-gateway="${scratch}"]`).isVisible(), false, 'the deleted gateway is out of view with the message');
   await page.waitForSelector(`tr[data-gateway="${scratch}"]`, { state: 'detached', timeout: 5000 });
   assert.equal(await page.locator(`tr[data-gateway="${scratch}"]`).count(), 0);
 

@@ -15,7 +15,7 @@ use super::units::{bytes_text, latency_text};
 use crate::access::Permission;
 use crate::api::{load_endpoint, AddTargetForm, RemoveTargetForm};
 use crate::error::AppError;
-use crate::form::{done, echo};
+use crate::form::{done, done_for, echo};
 use crate::model::{
     quantile_ms, EndpointCounters, EndpointDetail, InstanceHealth, JobState, PublishedRoute,
     ServingJob,
@@ -76,6 +76,11 @@ fn EndpointView(
     let remove_value = move || remove.value().get();
     let added = done(add);
     let removed = done(remove);
+    let removed_one = done_for(remove, |s| {
+        s.id.split_once(':')
+            .map(|(_, target)| target.to_string())
+            .unwrap_or_default()
+    });
     let form = crate::form::emptied_on_save(add);
     let open = opened("confirm", "target:");
     let targets: Vec<(String, String)> = e
@@ -103,7 +108,7 @@ fn EndpointView(
                                 Ok(d) => {
                                     // The instance just removed here stays out even when a reading
                                     // taken before its removal (the 3-second refresh) arrives last.
-                                    let gone = if removed() { open() } else { None };
+                                    let gone = removed_one();
                                     let rows: Vec<_> = d.instances.into_iter().filter(|r| gone.as_deref() != Some(r.target_id.as_str())).collect();
                                     view! { <InstancesTable rows=rows manage=manage endpoint_id=d.summary.endpoint.id/> }.into_any()
                                 }

@@ -11,7 +11,7 @@ use crate::api::{
     UpdateRouteForm,
 };
 use crate::form::emptied_on_save;
-use crate::form::{done, echo, echo_selected};
+use crate::form::{done, done_for, echo, echo_selected};
 use crate::model::{CertificateSource, Gateway, GatewaysOverview, PublishedRoute};
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::pages::gateways_tcp::{NewTcpRouteCard, TcpActions, TcpRoutesCard};
@@ -102,6 +102,7 @@ fn Certificate(g: Gateway) -> impl IntoView {
 fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
     let open = opened("confirm", "gateway:");
     let deleted = done(a.delete_gateway);
+    let gone = done_for(a.delete_gateway, |s| s.id.clone());
     let delete_value = move || a.delete_gateway.value().get();
     let names: Vec<(String, String)> = d
         .gateways
@@ -127,8 +128,10 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                             <th class=format!("{TH} text-right")>"Routes"</th><th class=TH></th>
                         </tr></thead>
                         <tbody class="divide-y divide-slate-100">
-                            {rows.into_iter().map(|(g, routes)| view! {
-                                <tr data-gateway=g.name.clone()>
+                            {rows.into_iter().map(|(g, routes)| {
+                                let id = g.id.clone();
+                                view! {
+                                <tr data-gateway=g.name.clone() class:hidden=move || gone().as_deref() == Some(id.as_str())>
                                     <td class=format!("{TD} font-medium")>{g.name.clone()}</td>
                                     <td class=format!("{TD} hidden sm:table-cell tabular-nums")>{g.port}</td>
                                     <td class=format!("{TD} whitespace-nowrap font-mono text-xs") data-testid="gateway-url">{g.url.clone()}</td>
@@ -138,7 +141,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                                         <a class=BUTTON_SMALL_DANGER href=format!("?confirm=gateway:{}#gateways", g.id) aria-label=format!("Delete gateway {}", g.name)>"Delete"</a>
                                     </td>
                                 </tr>
-                            }).collect_view()}
+                            }}).collect_view()}
                         </tbody>
                     </table>
                     <p class="mt-3 text-xs text-slate-500">"Deleting a gateway stops its listener and removes its routes and tokens."</p>
@@ -146,6 +149,7 @@ fn GatewaysCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
             }}
             <div id="gateways">
                 {move || open().map(|id| match names.iter().find(|(gid, _)| *gid == id) {
+                    Some(_) if gone().as_deref() == Some(id.as_str()) => ().into_any(),
                     Some((_, name)) => confirm_delete!(a.delete_gateway, id.clone(), format!("gateway {name}"), "/gateways".to_string(), delete_value),
                     None if deleted() => ().into_any(),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such gateway: it may have been deleted."</p> }.into_any(),
@@ -183,14 +187,19 @@ fn NewGatewayCard(a: Actions) -> impl IntoView {
 
 /// One route's row: where it is and, in a form of its own, the endpoint it leads to.
 #[component]
-fn RouteRow(r: PublishedRoute, endpoints: Vec<(String, String)>) -> impl IntoView {
+fn RouteRow(
+    r: PublishedRoute,
+    endpoints: Vec<(String, String)>,
+    /// Just deleted here (until the page's data is read again).
+    hidden: Signal<bool>,
+) -> impl IntoView {
     let switch = ServerAction::<UpdateRouteForm>::new();
     let value = move || switch.value().get();
     let switched = move || matches!(value(), Some(Ok(_)));
     let current = r.route.endpoint_id.clone();
     let (id, label) = (r.route.id.clone(), format!("Endpoint behind {}", r.url));
     view! {
-        <tr data-route=r.url.clone()>
+        <tr data-route=r.url.clone() class:hidden=move || hidden.get()>
             <td class=TD>{r.gateway_name.clone()}</td>
             <td class=TD>{if r.route.host.is_empty() { "any".to_string() } else { r.route.host.clone() }}</td>
             <td class=format!("{TD} font-mono text-xs")>{r.route.path_prefix.clone()}</td>
@@ -222,6 +231,7 @@ fn RouteRow(r: PublishedRoute, endpoints: Vec<(String, String)>) -> impl IntoVie
 fn RoutesCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
     let open = opened("confirm", "route:");
     let deleted = done(a.delete_route);
+    let gone = done_for(a.delete_route, |s| s.id.clone());
     let delete_value = move || a.delete_route.value().get();
     let urls: Vec<(String, String)> = d
         .routes
@@ -240,7 +250,11 @@ fn RoutesCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
                             <th class=TH>"URL"</th><th class=TH>"Leads to"</th><th class=TH></th>
                         </tr></thead>
                         <tbody class="divide-y divide-slate-100">
-                            {d.routes.iter().map(|r| view! { <RouteRow r=r.clone() endpoints=d.endpoints.clone()/> }).collect_view()}
+                            {d.routes.iter().map(|r| {
+                                let id = r.route.id.clone();
+                                let hidden = Signal::derive(move || gone().as_deref() == Some(id.as_str()));
+                                view! { <RouteRow r=r.clone() endpoints=d.endpoints.clone() hidden=hidden/> }
+                            }).collect_view()}
                         </tbody>
                     </table>
                     <p class="mt-3 text-xs text-slate-500">"Switching a route keeps its URL: clients notice nothing, and no request in flight fails."</p>
@@ -248,6 +262,7 @@ fn RoutesCard(d: GatewaysOverview, a: Actions) -> impl IntoView {
             }}
             <div id="routes">
                 {move || open().map(|id| match urls.iter().find(|(rid, _)| *rid == id) {
+                    Some(_) if gone().as_deref() == Some(id.as_str()) => ().into_any(),
                     Some((_, url)) => confirm_delete!(a.delete_route, id.clone(), format!("route {url}"), "/gateways".to_string(), delete_value),
                     None if deleted() => ().into_any(),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such route: it may have been deleted."</p> }.into_any(),

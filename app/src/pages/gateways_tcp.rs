@@ -6,7 +6,7 @@
 use leptos::prelude::*;
 
 use crate::api::{CreateTcpRouteForm, DeleteTcpRouteForm};
-use crate::form::{done, echo_checked, echo_selected, echo_text, emptied_on_save};
+use crate::form::{done, done_for, echo_checked, echo_selected, echo_text, emptied_on_save};
 use crate::model::GatewaysOverview;
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::ui::*;
@@ -41,6 +41,7 @@ impl TcpActions {
 pub fn TcpRoutesCard(d: GatewaysOverview, a: TcpActions) -> impl IntoView {
     let open = opened("confirm", "tcp:");
     let deleted = done(a.delete);
+    let gone = done_for(a.delete, |s| s.id.clone());
     let delete_value = move || a.delete.value().get();
     let gateway = |id: &str| {
         d.gateways
@@ -77,8 +78,10 @@ pub fn TcpRoutesCard(d: GatewaysOverview, a: TcpActions) -> impl IntoView {
                                 <th class=format!("{TH} {WIDE}")>"TLS"</th><th class=TH>"Allowed networks"</th><th class=format!("{TH} {WIDE}")>"Client certificates"</th><th class=TH></th>
                             </tr></thead>
                             <tbody class="divide-y divide-slate-100">
-                                {rows.into_iter().map(|(r, g, e)| view! {
-                                    <tr data-tcp-route=r.address.clone()>
+                                {rows.into_iter().map(|(r, g, e)| {
+                                    let id = r.id.clone();
+                                    view! {
+                                    <tr data-tcp-route=r.address.clone() class:hidden=move || gone().as_deref() == Some(id.as_str())>
                                         <td class=format!("{TD} whitespace-nowrap font-mono text-xs")>{r.address.clone()}</td>
                                         <td class=format!("{TD} {WIDE}")>{g}</td>
                                         <td class=TD>{e}</td>
@@ -89,7 +92,7 @@ pub fn TcpRoutesCard(d: GatewaysOverview, a: TcpActions) -> impl IntoView {
                                             <a class=BUTTON_SMALL_DANGER href=format!("?confirm=tcp:{}#tcp-routes", r.id) aria-label=format!("Close TCP route {}", r.address)>"Close"</a>
                                         </td>
                                     </tr>
-                                }).collect_view()}
+                                }}).collect_view()}
                             </tbody>
                         </table>
                     </div>
@@ -98,6 +101,7 @@ pub fn TcpRoutesCard(d: GatewaysOverview, a: TcpActions) -> impl IntoView {
             }}
             <div id="tcp-routes">
                 {move || open().map(|id| match addresses.iter().find(|(rid, _)| *rid == id) {
+                    Some(_) if gone().as_deref() == Some(id.as_str()) => ().into_any(),
                     Some((_, address)) => confirm_delete!(a.delete, id.clone(), format!("TCP route {address}"), "/gateways".to_string(), delete_value),
                     None if deleted() => ().into_any(),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such TCP route: it may have been closed."</p> }.into_any(),

@@ -124,7 +124,7 @@ pub(super) async fn serve_hyper<T>(
         async move {
             let resp = answer.await?;
             Ok::<_, std::convert::Infallible>(
-                resp.map(|body| Body::new(Tracked { body, _busy: busy })),
+                resp.map(|body| Body::new(Held { body, _busy: busy })),
             )
         }
     });
@@ -206,12 +206,12 @@ impl Drop for Busy {
 }
 
 /// An answer's body that keeps its request in flight until it is dropped (ended, or cut).
-struct Tracked {
+struct Held {
     body: Body,
     _busy: Busy,
 }
 
-impl http_body::Body for Tracked {
+impl http_body::Body for Held {
     type Data = axum::body::Bytes;
     type Error = axum::Error;
 

@@ -24,18 +24,19 @@ impl Refused {
         Key::Tcp(port)
     }
 
-    /// Notes `why` for `key` (empty: it started); whether that is news (a failure not noted
-    /// for it just before).
+    /// Notes that `key`'s listener failed to start because of `why`; whether that is news
+    /// (not the failure noted for it just before).
     pub(super) fn note(&mut self, key: &Key, why: &str) -> bool {
-        if why.is_empty() {
-            self.0.remove(key);
-            return false;
-        }
         if self.0.get(key).map(String::as_str) == Some(why) {
             return false;
         }
         self.0.insert(key.clone(), why.to_string());
         true
+    }
+
+    /// Notes that `key`'s listener started: its next failure is news again.
+    pub(super) fn started(&mut self, key: &Key) {
+        self.0.remove(key);
     }
 
     /// Forgets the listeners for which `keep` is false.
@@ -59,7 +60,7 @@ mod tests {
         );
         assert!(r.note(&b, "certificate unreadable"), "another listener's");
         assert!(r.note(&a, "address in use"), "a new reason");
-        assert!(!r.note(&a, ""), "started");
+        r.started(&a);
         assert!(
             r.note(&a, "address in use"),
             "failing again after it started"

@@ -62,7 +62,7 @@ impl Gateways {
                     continue;
                 }
             };
-            self.news(&key, ""); // started: a later failure is news again
+            self.started(&key);
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let ctx = Arc::new(super::h1::Ctx {
                 gateways: self.clone(),
@@ -175,7 +175,7 @@ impl Gateways {
                     continue;
                 }
             };
-            self.news(&key, ""); // started: a later failure is news again
+            self.started(&key);
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             super::tcp::spawn(self.clone(), tcp, r.port, tls, stopped);
             tracing::info!(gateway = %g.name, %addr, tls = r.tls, "gateway: TCP route listening");
@@ -254,12 +254,19 @@ impl Gateways {
         }
     }
 
-    /// Whether a listener's failure to start, `why` (empty: it started), differs from the
-    /// last one noted for it: a failure is logged once, not at every reconcile.
+    /// Whether a listener's failure to start, `why`, differs from the last one noted for it:
+    /// a failure is logged once, not at every reconcile.
     fn news(&self, key: &Key, why: &str) -> bool {
         match self.refused.lock() {
             Ok(mut r) => r.note(key, why),
             Err(_) => true,
+        }
+    }
+
+    /// A listener started: its next failure is logged again.
+    fn started(&self, key: &Key) {
+        if let Ok(mut r) = self.refused.lock() {
+            r.started(key);
         }
     }
 

@@ -102,11 +102,7 @@ async fn a_thousand_jobs_admitted_at_once_are_each_stored_once(kind: Kind) {
     ] {
         assert_eq!(count(sql).await, 1200, "{state}");
     }
-    let chains = switchyard::audit::verify(app.store()).await.unwrap();
-    assert!(
-        chains.iter().all(|c| c.problems.is_empty()),
-        "{:?}",
-        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
-    );
+    app.assert_audit_intact("a large admission keeps the chain intact")
+        .await;
     app.finish().await;
 }

@@ -264,6 +264,16 @@ impl TestApp {
         &self.db.store
     }
 
+    /// Every tenant's audit chain verifies (`what`: what should have kept it intact).
+    pub async fn assert_audit_intact(&self, what: &str) {
+        let chains = switchyard::audit::verify(self.store()).await.unwrap();
+        assert!(
+            chains.iter().all(|c| c.problems.is_empty()),
+            "{what}: {:?}",
+            chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
+        );
+    }
+
     pub async fn raw(&self, req: Request<Body>) -> Resp {
         let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();

@@ -279,12 +279,8 @@ async fn a_batch_is_stored_whole_or_not_at_all(kind: Kind) {
     let entries = audit.body["items"].as_array().unwrap();
     assert_eq!(entries.len(), 3, "one audit entry per job");
     assert!(entries.iter().all(|e| e["actor_name"] == "member"));
-    let chains = switchyard::audit::verify(app.store()).await.unwrap();
-    assert!(
-        chains.iter().all(|c| c.problems.is_empty()),
-        "the batched entries keep the chain intact: {:?}",
-        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
-    );
+    app.assert_audit_intact("the batched entries keep the chain intact")
+        .await;
     app.finish().await;
 }
 
@@ -413,11 +409,7 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
         scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
         15
     );
-    let chains = switchyard::audit::verify(app.store()).await.unwrap();
-    assert!(
-        chains.iter().all(|c| c.problems.is_empty()),
-        "{:?}",
-        chains.iter().map(|c| &c.problems).collect::<Vec<_>>()
-    );
+    app.assert_audit_intact("concurrent submits keep the chain intact")
+        .await;
     app.finish().await;
 }

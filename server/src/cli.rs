@@ -199,10 +199,16 @@ async fn admin_command(store: &Store, admin: AdminCommand) -> anyhow::Result<Exi
             let mut bad = 0;
             for r in &reports {
                 if r.problems.is_empty() {
-                    println!("ok      tenant {}: {} entries", r.tenant_id, r.entries);
+                    println!(
+                        "ok      tenant {} {} chain: {} entries",
+                        r.tenant_id, r.chain, r.entries
+                    );
                 } else {
                     bad += 1;
-                    println!("BROKEN  tenant {}: {} entries", r.tenant_id, r.entries);
+                    println!(
+                        "BROKEN  tenant {} {} chain: {} entries",
+                        r.tenant_id, r.chain, r.entries
+                    );
                     for p in &r.problems {
                         println!("        - {p}");
                     }

@@ -209,7 +209,9 @@ pub struct TenantSummary {
 pub struct AuditEntry {
     pub id: i64,
     pub tenant_id: String,
-    /// Position in the tenant's hash chain, from 1.
+    /// The hash chain it belongs to.
+    pub chain: AuditChain,
+    /// Position in its chain, from 1.
     pub seq: i64,
     pub at: i64,
     pub actor_id: Option<String>,

@@ -161,6 +161,17 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// One of a tenant's audit hash chains: each writer that commits on its own schedule
+    /// appends to its own, so their transactions do not wait for each other.
+    AuditChain {
+        /// Requests, the CLI, sign-in: everything but the scheduler's driver.
+        Api = "api",
+        /// The scheduler's driver: admissions, preemptions, the executors' reports, job ends.
+        Scheduler = "scheduler",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,7 +73,7 @@ pub fn AuditPage() -> impl IntoView {
                                 <tbody class="divide-y divide-slate-100">
                                     {page.items.into_iter().map(|e| view! {
                                         <tr>
-                                            <td class=format!("{TD} tabular-nums text-slate-500")>{e.seq}</td>
+                                            <td class=format!("{TD} tabular-nums text-slate-500") title=format!("entry {} of the {} chain", e.seq, e.chain)>{e.id}</td>
                                             <td class=format!("{TD} whitespace-nowrap text-slate-600")>{format_ms(e.at)}</td>
                                             <td class=format!("{TD} whitespace-nowrap")>{e.actor_name}</td>
                                             <td class=format!("{TD} font-mono text-xs")>{e.action}</td>

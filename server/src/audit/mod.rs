@@ -1,9 +1,13 @@
-//! The audit log: append-only, hash-chained per tenant, written in the same transaction as the
-//! change it records.
+//! The audit log: append-only, hash-chained per tenant and writer ([`Chain`]), written in the
+//! same transaction as the change it records.
 //!
 //! Each entry's hash covers its fields and the previous entry's hash; `audit_heads` keeps the
 //! last (seq, hash) of each chain, so [`verify`] detects an edited entry, a deleted entry in the
-//! middle (a seq gap or broken link) and a deleted tail (head ahead of the last entry).
+//! middle (a seq gap or broken link) and a deleted tail (head ahead of the last entry). A
+//! transaction holds its chain's head until it commits, so appends to one chain are serialised
+//! (across replicas too); the scheduler's driver has a chain of its own so that its large
+//! admissions and the API's submits do not wait for each other. Entries are listed across
+//! chains by `id`.
 
 pub mod api;
 
@@ -16,6 +20,9 @@ use crate::http::error::{ApiResult, AppError};
 use crate::store::{Dialect, Store, WriteTx};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A tenant's chains: one per writer that commits on its own schedule.
+pub use app::model::AuditChain as Chain;
 
 /// Who did it: a signed-in principal, or the system (CLI, demo seeding, a failed login).
 #[derive(Clone, Debug)]
@@ -115,25 +122,31 @@ pub async fn record(
     append(tx, now, r).await
 }
 
-/// Creates the tenant's chain head if needed, takes its row lock (PostgreSQL; on SQLite the
-/// store's write lock already serialises writers) and reads it: one statement, as the head
-/// is held until commit.
-async fn lock_head(tx: &mut WriteTx, tenant_id: &str) -> Result<sqlx::any::AnyRow, sqlx::Error> {
+/// Creates the chain's head if needed, takes its row lock (PostgreSQL; on SQLite the store's
+/// write lock already serialises writers) and reads it: one statement, as the head is held
+/// until commit.
+async fn lock_head(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    chain: Chain,
+) -> Result<sqlx::any::AnyRow, sqlx::Error> {
     sqlx::query(
-        "INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ($1, 0, $2)
-         ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING seq, hash",
+        "INSERT INTO audit_heads (tenant_id, chain, seq, hash) VALUES ($1, $2, 0, $3)
+         ON CONFLICT (tenant_id, chain) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING seq, hash",
     )
     .bind(tenant_id)
+    .bind(chain.as_str())
     .bind(GENESIS)
     .fetch_one(&mut *tx.tx)
     .await
 }
 
-/// Appends an entry inside the caller's transaction.
+/// Appends an entry to the tenant's [`Chain::Api`] inside the caller's transaction.
 pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sqlx::Error> {
     // Take the chain head's row lock first (PostgreSQL); on SQLite the store's write lock
     // already serialises writers.
-    let head = lock_head(tx, r.tenant_id).await?;
+    let chain = Chain::Api;
+    let head = lock_head(tx, r.tenant_id, chain).await?;
     let prev_seq: i64 = head.try_get("seq")?;
     let prev_hash: String = head.try_get("hash")?;
     let seq = prev_seq + 1;
@@ -154,10 +167,11 @@ pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sql
         prev_hash: &prev_hash,
     });
     sqlx::query(
-        "INSERT INTO audit_log (tenant_id, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        "INSERT INTO audit_log (tenant_id, chain, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(r.tenant_id)
+    .bind(chain.as_str())
     .bind(seq)
     .bind(now)
     .bind(r.actor.id.clone())
@@ -172,10 +186,11 @@ pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sql
     .bind(&hash)
     .execute(&mut *tx.tx)
     .await?;
-    sqlx::query("UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
+    sqlx::query("UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3 AND chain = $4")
         .bind(seq)
         .bind(&hash)
         .bind(r.tenant_id)
+        .bind(chain.as_str())
         .execute(&mut *tx.tx)
         .await?;
     Ok(())
@@ -190,19 +205,20 @@ pub struct BatchRecord {
     pub summary: serde_json::Value,
 }
 
-/// Appends many entries inside the caller's transaction: each tenant's chain head is read
-/// and written once, and the rows go in multi-row inserts. The chain is the same as if every
-/// entry had been appended alone, in the order given.
+/// Appends many entries to `chain` inside the caller's transaction: each tenant's chain head
+/// is read and written once, and the rows go in multi-row inserts. The chain is the same as if
+/// every entry had been appended alone, in the order given.
 pub async fn append_many(
     tx: &mut WriteTx,
     now: i64,
+    chain: Chain,
     actor: &Actor,
     meta: &RequestMeta,
     records: &[BatchRecord],
 ) -> Result<(), sqlx::Error> {
     let each: Vec<(&Actor, &RequestMeta, &BatchRecord)> =
         records.iter().map(|r| (actor, meta, r)).collect();
-    append_each(tx, now, &each).await
+    append_each(tx, now, chain, &each).await
 }
 
 /// [`append_many`] for entries of different actors and requests (many requests' changes
@@ -210,6 +226,7 @@ pub async fn append_many(
 pub async fn append_each(
     tx: &mut WriteTx,
     now: i64,
+    chain: Chain,
     records: &[(&Actor, &RequestMeta, &BatchRecord)],
 ) -> Result<(), sqlx::Error> {
     if records.is_empty() {
@@ -220,7 +237,7 @@ pub async fn append_each(
     tenants.dedup();
     let mut heads = std::collections::HashMap::new();
     for t in &tenants {
-        let head = lock_head(tx, t).await?;
+        let head = lock_head(tx, t, chain).await?;
         heads.insert(
             t.to_string(),
             (
@@ -277,26 +294,27 @@ pub async fn append_each(
         });
         *seq = next;
     }
-    // 13 parameters per row; on SQLite still the 50 rows a statement always took (650
+    // 14 parameters per row; on SQLite still the 50 rows a statement always took (700
     // anonymous parameters, which cost nothing extra to bind).
-    let per = (tx.dialect.statement_params() / 13).max(50);
+    let per = (tx.dialect.statement_params() / 14).max(50);
     let mut heads: Vec<(String, (i64, String))> = heads.into_iter().collect();
     let chunks = rows.chunks(per).count();
     for (i, chunk) in rows.chunks(per).enumerate() {
         let insert = format!(
-            "INSERT INTO audit_log (tenant_id, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash) VALUES {}",
-            tx.dialect.rows(1, chunk.len(), 13, None)
+            "INSERT INTO audit_log (tenant_id, chain, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash) VALUES {}",
+            tx.dialect.rows(1, chunk.len(), 14, None)
         );
         // PostgreSQL: the last rows and the one tenant's new head in one statement (one
         // round trip less per write).
         let fold = tx.dialect == Dialect::Postgres && i + 1 == chunks && heads.len() == 1;
         let sql = if fold {
-            let b = chunk.len() * 13;
+            let b = chunk.len() * 14;
             format!(
-                "WITH a AS ({insert}) UPDATE audit_heads SET seq = ${}, hash = ${} WHERE tenant_id = ${}",
+                "WITH a AS ({insert}) UPDATE audit_heads SET seq = ${}, hash = ${} WHERE tenant_id = ${} AND chain = ${}",
                 b + 1,
                 b + 2,
-                b + 3
+                b + 3,
+                b + 4
             )
         } else {
             insert
@@ -305,6 +323,7 @@ pub async fn append_each(
         for r in chunk {
             q = q
                 .bind(r.tenant_id.clone())
+                .bind(chain.as_str())
                 .bind(r.seq)
                 .bind(now)
                 .bind(r.actor.id.clone())
@@ -320,29 +339,36 @@ pub async fn append_each(
         }
         if fold {
             if let Some((t, (seq, hash))) = heads.pop() {
-                q = q.bind(seq).bind(hash).bind(t);
+                q = q.bind(seq).bind(hash).bind(t).bind(chain.as_str());
             }
         }
         q.execute(&mut *tx.tx).await?;
     }
     for (t, (seq, hash)) in heads {
-        sqlx::query("UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
-            .bind(seq)
-            .bind(hash)
-            .bind(t)
-            .execute(&mut *tx.tx)
-            .await?;
+        sqlx::query(
+            "UPDATE audit_heads SET seq = $1, hash = $2 WHERE tenant_id = $3 AND chain = $4",
+        )
+        .bind(seq)
+        .bind(hash)
+        .bind(t)
+        .bind(chain.as_str())
+        .execute(&mut *tx.tx)
+        .await?;
     }
     Ok(())
 }
 
-const COLUMNS: &str = "id, tenant_id, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash";
+const COLUMNS: &str = "id, tenant_id, chain, seq, at, actor_id, actor_name, action, target_kind, target_id, summary, source_ip, request_id, prev_hash, hash";
 
 fn row_to_entry(row: &sqlx::any::AnyRow) -> Result<AuditEntry, sqlx::Error> {
     let summary: String = row.try_get("summary")?;
+    let chain: String = row.try_get("chain")?;
     Ok(AuditEntry {
         id: row.try_get("id")?,
         tenant_id: row.try_get("tenant_id")?,
+        chain: chain
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
         seq: row.try_get("seq")?,
         at: row.try_get("at")?,
         actor_id: row.try_get("actor_id")?,
@@ -379,7 +405,7 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
         sql.push_str(&clause.replace('?', &format!("${}", binds.len())));
     };
     if let Some(s) = before {
-        push(" AND seq < ?", Bind::Int(s), &mut sql);
+        push(" AND id < ?", Bind::Int(s), &mut sql);
     }
     if let Some(from) = f.from {
         push(" AND at >= ?", Bind::Int(from), &mut sql);
@@ -412,7 +438,8 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
         let n = binds.len();
         sql.push_str(&format!(" AND (target_id = ${n} OR target_kind = ${n})"));
     }
-    sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", limit + 1));
+    // By id: the entries of all chains, newest first.
+    sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", limit + 1));
     let mut q = sqlx::query(&sql);
     for b in &binds {
         q = match b {
@@ -427,7 +454,7 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
         .collect::<Result<Vec<_>, _>>()?;
     let next_cursor = if items.len() as i64 > limit {
         items.truncate(limit as usize);
-        items.last().map(|e| e.seq.to_string())
+        items.last().map(|e| e.id.to_string())
     } else {
         None
     };
@@ -445,26 +472,30 @@ fn escape_like(s: &str) -> String {
         .replace('_', "\\_")
 }
 
-/// What [`verify`] found for one tenant's chain.
+/// What [`verify`] found for one chain of one tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainReport {
     pub tenant_id: String,
+    pub chain: Chain,
     pub entries: i64,
     /// Empty when the chain is intact.
     pub problems: Vec<String>,
 }
 
-/// Recomputes every chain. Returns one report per tenant that has entries.
+/// Recomputes every chain. Returns one report per chain that has entries or a head.
 pub async fn verify(store: &Store) -> anyhow::Result<Vec<ChainReport>> {
-    let heads = sqlx::query("SELECT tenant_id, seq, hash FROM audit_heads ORDER BY tenant_id")
-        .fetch_all(&store.pool)
-        .await?;
+    let heads = sqlx::query(
+        "SELECT tenant_id, chain, seq, hash FROM audit_heads ORDER BY tenant_id, chain",
+    )
+    .fetch_all(&store.pool)
+    .await?;
     let mut reports = Vec::new();
-    let mut tenants: Vec<(String, i64, String)> = heads
+    let mut chains: Vec<(String, String, i64, String)> = heads
         .iter()
         .map(|r| {
             Ok((
                 r.try_get("tenant_id")?,
+                r.try_get("chain")?,
                 r.try_get("seq")?,
                 r.try_get("hash")?,
             ))
@@ -472,18 +503,26 @@ pub async fn verify(store: &Store) -> anyhow::Result<Vec<ChainReport>> {
         .collect::<Result<_, sqlx::Error>>()?;
     // Chains whose head row was deleted are still checked.
     let orphan = sqlx::query(
-        "SELECT DISTINCT tenant_id FROM audit_log WHERE tenant_id NOT IN (SELECT tenant_id FROM audit_heads)",
+        "SELECT DISTINCT tenant_id, chain FROM audit_log l WHERE NOT EXISTS
+         (SELECT 1 FROM audit_heads h WHERE h.tenant_id = l.tenant_id AND h.chain = l.chain)",
     )
     .fetch_all(&store.pool)
     .await?;
     for r in orphan {
-        tenants.push((r.try_get("tenant_id")?, -1, String::new()));
+        chains.push((
+            r.try_get("tenant_id")?,
+            r.try_get("chain")?,
+            -1,
+            String::new(),
+        ));
     }
-    for (tenant_id, head_seq, head_hash) in tenants {
+    for (tenant_id, chain, head_seq, head_hash) in chains {
+        let chain: Chain = chain.parse()?;
         let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1 ORDER BY seq"
+            "SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1 AND chain = $2 ORDER BY seq"
         ))
         .bind(&tenant_id)
+        .bind(chain.as_str())
         .fetch_all(&store.pool)
         .await?;
         let mut problems = Vec::new();
@@ -541,6 +580,7 @@ pub async fn verify(store: &Store) -> anyhow::Result<Vec<ChainReport>> {
         }
         reports.push(ChainReport {
             tenant_id,
+            chain,
             entries: count,
             problems,
         });

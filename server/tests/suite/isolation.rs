@@ -17,7 +17,7 @@ async fn snapshot(app: &TestApp, tenant_id: &str) -> Vec<String> {
         "SELECT group_id || user_id FROM memberships WHERE tenant_id = $1 ORDER BY group_id, user_id",
         "SELECT id || name || description FROM projects WHERE tenant_id = $1 ORDER BY id",
         "SELECT id || COALESCE(revoked_at, 0) FROM api_tokens WHERE tenant_id = $1 ORDER BY id",
-        "SELECT seq || hash FROM audit_heads WHERE tenant_id = $1",
+        "SELECT chain || seq || hash FROM audit_heads WHERE tenant_id = $1 ORDER BY chain",
     ] {
         let rows: Vec<String> = sqlx::query_scalar(sql).bind(tenant_id).fetch_all(&app.store().pool).await.unwrap();
         out.extend(rows);

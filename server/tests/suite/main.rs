@@ -6,6 +6,7 @@ mod common;
 mod access;
 mod admissions;
 mod audit;
+mod audit_chains;
 mod auth;
 mod changes;
 mod cli;

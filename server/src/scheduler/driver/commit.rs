@@ -371,7 +371,15 @@ impl Driver {
             q.execute(&mut *tx.tx).await?;
         }
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        audit::append_many(
+            &mut tx,
+            now,
+            Chain::Scheduler,
+            &self.actor,
+            &self.meta,
+            &audits,
+        )
+        .await?;
         tx.commit().await?;
         if !admitted.is_empty() || !preempted.is_empty() {
             self.store.note_scheduling_change();
@@ -428,7 +436,15 @@ impl Driver {
             })
             .collect();
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        audit::append_many(
+            &mut tx,
+            now,
+            Chain::Scheduler,
+            &self.actor,
+            &self.meta,
+            &audits,
+        )
+        .await?;
         tx.commit().await?;
         self.store.note_scheduling_change();
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();

@@ -56,7 +56,7 @@ use app::model::{format_gpus as gpus, ExecutorKind, JobState, PoolNode, RequestM
 
 use super::changes::set_change;
 use super::core::{self, Decisions, WaitReason};
-use crate::audit::{self, Actor, BatchRecord};
+use crate::audit::{self, Actor, BatchRecord, Chain};
 pub use crate::config::DriverConfig;
 use crate::nodes::executor::disabled::DisabledExecutor;
 use crate::nodes::executor::local::LocalExecutor;
@@ -554,7 +554,15 @@ impl Driver {
             out.push((j.id.clone(), StopReason::MaxRuntime, l.executor_of(j)));
         }
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(&mut tx, now, &self.actor, &self.meta, &audits).await?;
+        audit::append_many(
+            &mut tx,
+            now,
+            Chain::Scheduler,
+            &self.actor,
+            &self.meta,
+            &audits,
+        )
+        .await?;
         tx.commit().await?;
         Ok(out)
     }

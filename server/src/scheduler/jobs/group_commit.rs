@@ -237,7 +237,7 @@ async fn store_group(
             .zip(&records)
             .map(|(p, r)| (&p.actor, &p.meta, r))
             .collect();
-        audit::append_each(&mut tx, now, &each).await?;
+        audit::append_each(&mut tx, now, audit::Chain::Api, &each).await?;
         tx.wake_scheduler();
     }
     tx.commit().await?;

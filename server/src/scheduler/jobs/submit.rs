@@ -490,7 +490,15 @@ pub async fn submit_batch(
             summary: json!({"name": j.name, "queue": j.queue_name, "gpu_milli": j.gpu_milli, "priority_class": j.priority_class}),
         })
         .collect();
-    audit::append_many(&mut tx, now, &audit::Actor::of(p), meta, &records).await?;
+    audit::append_many(
+        &mut tx,
+        now,
+        audit::Chain::Api,
+        &audit::Actor::of(p),
+        meta,
+        &records,
+    )
+    .await?;
     tx.wake_scheduler();
     tx.commit().await?;
     Ok(Submitted {

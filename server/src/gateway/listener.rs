@@ -1,5 +1,6 @@
 //! One gateway's listener: plain HTTP (development, tests) or TLS with ALPN (HTTP/2 and
-//! HTTP/1.1), each connection served on its own task. Stopping it stops accepting; requests
+//! HTTP/1.1), each connection served on its own task: a TLS connection on one of the
+//! gateway's per-core runtimes ([`super::cores`]), a plain one on the server's runtime. Stopping it stops accepting; requests
 //! and streams in flight finish (up to [`DRAIN`]).
 
 use std::net::SocketAddr;
@@ -72,11 +73,23 @@ pub(super) fn spawn(
             let ctx = ctx.clone();
             let closing = closing.clone();
             let alive = alive.clone();
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
+            let Some(acceptor) = acceptor.clone() else {
+                // Plain HTTP (development, tests) on the server's runtime.
+                tokio::spawn(async move {
+                    let _alive = alive;
+                    super::h1::serve(stream, peer, ctx, closing).await;
+                });
+                continue;
+            };
+            // TLS on the next core's runtime (see `cores`): the connection leaves this
+            // runtime's reactor and joins that one's.
+            let Ok(stream) = stream.into_std() else {
+                continue;
+            };
+            super::cores::cores().spawn(async move {
                 let _alive = alive;
-                let Some(acceptor) = acceptor else {
-                    return super::h1::serve(stream, peer, ctx, closing).await;
+                let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
+                    return;
                 };
                 let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
                 else {

@@ -10,6 +10,7 @@
 
 pub mod affinity;
 pub mod api;
+mod cores;
 pub mod endpoints;
 mod h1;
 pub mod instances;

@@ -1,6 +1,9 @@
 //! Idle upstream connections of the HTTP/1.1 path, by instance address: plain TCP streams
 //! the request's own task writes to and reads from. One the instance closed (or sent
-//! something unasked on), or idle for a minute, is dropped when looked at.
+//! something unasked on), or idle for a minute, is dropped when looked at. Each core keeps
+//! its own ([`crate::gateway::cores`]), and the server's runtime its own: a connection is
+//! registered with the reactor of the runtime that opened it, and only that runtime's tasks
+//! take it again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,11 +12,22 @@ use std::time::Instant;
 use tokio::net::TcpStream;
 
 // The same limits as the hyper path's connections.
+use crate::gateway::cores::{cores, index};
 use crate::gateway::upstream::{CONNECT_TIMEOUT, IDLE_TIMEOUT, MAX_IDLE};
 
-#[derive(Default)]
+type Idle = HashMap<String, Vec<(TcpStream, Instant)>>;
+
 pub struct Pool {
-    idle: Mutex<HashMap<String, Vec<(TcpStream, Instant)>>>,
+    /// One per core, and one for the server's runtime (the last).
+    idle: Vec<Mutex<Idle>>,
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool {
+            idle: (0..=cores().len()).map(|_| Mutex::default()).collect(),
+        }
+    }
 }
 
 /// Whether an idle connection can still take a request: nothing to read (an instance that
@@ -24,9 +38,16 @@ fn open(stream: &TcpStream) -> bool {
 }
 
 impl Pool {
+    /// This core's idle connections.
+    fn mine(&self) -> std::sync::MutexGuard<'_, Idle> {
+        let last = self.idle.len() - 1;
+        let shard = &self.idle[index().map_or(last, |i| i.min(last))];
+        shard.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// An idle connection to `authority` that is still open.
     pub(super) fn checkout(&self, authority: &str) -> Option<TcpStream> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.mine();
         let list = idle.get_mut(authority)?;
         while let Some((s, since)) = list.pop() {
             if since.elapsed() < IDLE_TIMEOUT && open(&s) {
@@ -38,7 +59,7 @@ impl Pool {
 
     /// Puts back a connection whose last answer was read whole.
     pub(super) fn checkin(&self, authority: &str, stream: TcpStream) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.mine();
         let list = match idle.get_mut(authority) {
             Some(l) => l,
             None => idle.entry(authority.to_string()).or_default(),

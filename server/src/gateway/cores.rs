@@ -1,0 +1,85 @@
+//! The gateway's TLS connections are served on runtimes of their own, one per core, each a
+//! current-thread runtime driven by one thread (as nginx runs a worker per core): a
+//! connection's task never moves between threads, what wakes it runs on its own thread, and
+//! the HTTP/1.1 path keeps its idle upstream connections per core ([`index`]). The
+//! listeners' accept loops hand each new connection to the next core in turn. Plain HTTP
+//! connections (development, tests) stay on the server's runtime: measured there, serving
+//! them per core cost more CPU per request than it saved (BENCHMARKS.md, gateway).
+//!
+//! The runtimes are the process's, started once when first needed and kept for its life;
+//! the listeners, their stop signals and the connections' state stay each gateway's own.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle};
+
+pub(super) struct Cores {
+    handles: Vec<Handle>,
+    next: AtomicUsize,
+}
+
+static CORES: OnceLock<Cores> = OnceLock::new();
+
+thread_local! {
+    /// The core this thread serves (`None` on the server's runtime threads).
+    static INDEX: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The process's gateway runtimes, started on first use: `SWITCHYARD_GATEWAY_THREADS` of
+/// them, else one per core.
+pub(super) fn cores() -> &'static Cores {
+    CORES.get_or_init(|| {
+        let n = std::env::var("SWITCHYARD_GATEWAY_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        Cores::start(n)
+    })
+}
+
+/// The core the current thread serves, `None` outside the gateway's cores.
+pub(super) fn index() -> Option<usize> {
+    INDEX.with(Cell::get)
+}
+
+impl Cores {
+    fn start(n: usize) -> Cores {
+        let mut handles = Vec::with_capacity(n);
+        for i in 0..n {
+            let rt = Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a gateway runtime starts");
+            handles.push(rt.handle().clone());
+            std::thread::Builder::new()
+                .name(format!("gateway-{i}"))
+                .spawn(move || {
+                    INDEX.with(|c| c.set(Some(i)));
+                    rt.block_on(std::future::pending::<()>());
+                })
+                .expect("a gateway thread starts");
+        }
+        Cores {
+            handles,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many cores serve connections.
+    pub(super) fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Runs a connection's task on the next core in turn.
+    pub(super) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
+        self.handles[i].spawn(task);
+    }
+}

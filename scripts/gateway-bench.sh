@@ -52,8 +52,8 @@ UP2_PORT=${UP2_PORT:-18084}
 UP_TLS_PORT=${UP_TLS_PORT:-18085}
 NGINX_TLS_PORT=${NGINX_TLS_PORT:-18086}
 GW_PORTS=${GW_PORTS:-18090-18099}
-# The gateway runs on the server's tokio runtime: TOKIO_WORKER_THREADS threads, else one per
-# core. nginx gets as many worker processes.
+# The gateway serves plain HTTP on the server's tokio runtime (TOKIO_WORKER_THREADS threads,
+# else one per core) and TLS on as many per-core runtimes. nginx gets as many worker processes.
 WORKERS=${TOKIO_WORKER_THREADS:-$(nproc)}
 # Idle upstream connections each nginx worker keeps (the gateway keeps up to 256 per instance
 # for 60 s): at least the connections wrk opens, so that neither proxy reconnects.

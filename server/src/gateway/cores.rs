@@ -28,11 +28,11 @@ thread_local! {
     static INDEX: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-/// The process's gateway runtimes, started on first use: `SWITCHYARD_GATEWAY_THREADS` of
-/// them, else one per core.
+/// The process's gateway runtimes, started on first use: as many as the server's runtime has
+/// worker threads (`TOKIO_WORKER_THREADS`, else one per core).
 pub(super) fn cores() -> &'static Cores {
     CORES.get_or_init(|| {
-        let n = std::env::var("SWITCHYARD_GATEWAY_THREADS")
+        let n = std::env::var("TOKIO_WORKER_THREADS")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
             .filter(|n| *n > 0)

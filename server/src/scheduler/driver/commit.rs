@@ -371,15 +371,7 @@ impl Driver {
             q.execute(&mut *tx.tx).await?;
         }
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(
-            &mut tx,
-            now,
-            Chain::Scheduler,
-            &self.actor,
-            &self.meta,
-            &audits,
-        )
-        .await?;
+        self.audit(&mut tx, now, &audits).await?;
         tx.commit().await?;
         if !admitted.is_empty() || !preempted.is_empty() {
             self.store.note_scheduling_change();
@@ -436,15 +428,7 @@ impl Driver {
             })
             .collect();
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(
-            &mut tx,
-            now,
-            Chain::Scheduler,
-            &self.actor,
-            &self.meta,
-            &audits,
-        )
-        .await?;
+        self.audit(&mut tx, now, &audits).await?;
         tx.commit().await?;
         self.store.note_scheduling_change();
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();

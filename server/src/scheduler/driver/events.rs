@@ -257,15 +257,7 @@ impl Driver {
             return Ok(Some(job));
         }
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(
-            &mut tx,
-            now,
-            Chain::Scheduler,
-            &self.actor,
-            &self.meta,
-            &audits,
-        )
-        .await?;
+        self.audit(&mut tx, now, &audits).await?;
         tx.commit().await?;
         for id in &stops_done {
             self.stops_sent.remove(id);

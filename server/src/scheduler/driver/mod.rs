@@ -172,6 +172,16 @@ struct Driver {
 }
 
 impl Driver {
+    /// Appends the driver's entries to its tenants' [`Chain::Scheduler`] chains, inside `tx`.
+    async fn audit(
+        &self,
+        tx: &mut WriteTx,
+        now: i64,
+        audits: &[BatchRecord],
+    ) -> Result<(), sqlx::Error> {
+        audit::append_many(tx, now, Chain::Scheduler, &self.actor, &self.meta, audits).await
+    }
+
     async fn run(&mut self) {
         let mut pending_events: Vec<ExecEvent> = Vec::new();
         let mut first = true;
@@ -554,15 +564,7 @@ impl Driver {
             out.push((j.id.clone(), StopReason::MaxRuntime, l.executor_of(j)));
         }
         insert_events(&mut tx, now, &events).await?;
-        audit::append_many(
-            &mut tx,
-            now,
-            Chain::Scheduler,
-            &self.actor,
-            &self.meta,
-            &audits,
-        )
-        .await?;
+        self.audit(&mut tx, now, &audits).await?;
         tx.commit().await?;
         Ok(out)
     }

@@ -47,21 +47,31 @@ pub(super) fn index() -> Option<usize> {
 }
 
 impl Cores {
+    /// Starts `n` runtimes, each on a thread of its own. One that cannot start is left out
+    /// (logged); with none, connections are served on the caller's runtime.
     fn start(n: usize) -> Cores {
         let mut handles = Vec::with_capacity(n);
         for i in 0..n {
-            let rt = Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a gateway runtime starts");
-            handles.push(rt.handle().clone());
-            std::thread::Builder::new()
+            let rt = match Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "gateway: a per-core runtime cannot start");
+                    continue;
+                }
+            };
+            let handle = rt.handle().clone();
+            // Its place among the runtimes that started: its share of per-core state.
+            let index = handles.len();
+            let started = std::thread::Builder::new()
                 .name(format!("gateway-{i}"))
                 .spawn(move || {
-                    INDEX.with(|c| c.set(Some(i)));
+                    INDEX.with(|c| c.set(Some(index)));
                     rt.block_on(std::future::pending::<()>());
-                })
-                .expect("a gateway thread starts");
+                });
+            match started {
+                Ok(_) => handles.push(handle),
+                Err(e) => tracing::error!(error = %e, "gateway: a per-core thread cannot start"),
+            }
         }
         Cores {
             handles,
@@ -79,6 +89,10 @@ impl Cores {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        if self.handles.is_empty() {
+            tokio::spawn(task);
+            return;
+        }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
         self.handles[i].spawn(task);
     }

@@ -50,27 +50,48 @@ impl Cores {
     /// Starts `n` runtimes, each on a thread of its own. One that cannot start is left out
     /// (logged); with none, connections are served on the caller's runtime.
     fn start(n: usize) -> Cores {
+        Cores::start_with(n, |b, f| b.spawn(f).map(drop))
+    }
+
+    /// [`Cores::start`] with the threads started by `thread` (tests make it fail). Each
+    /// runtime is built on its own thread and only its handle comes back: a runtime dropped
+    /// on the caller's (a tokio worker, in the accept loop) would panic there.
+    fn start_with<S>(n: usize, mut thread: S) -> Cores
+    where
+        S: FnMut(std::thread::Builder, Box<dyn FnOnce() + Send>) -> std::io::Result<()>,
+    {
         let mut handles = Vec::with_capacity(n);
         for i in 0..n {
-            let rt = match Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "gateway: a per-core runtime cannot start");
-                    continue;
-                }
-            };
-            let handle = rt.handle().clone();
             // Its place among the runtimes that started: its share of per-core state.
             let index = handles.len();
-            let started = std::thread::Builder::new()
-                .name(format!("gateway-{i}"))
-                .spawn(move || {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Handle>>(1);
+            let run = Box::new(move || {
+                let rt = match Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                if tx.send(Ok(rt.handle().clone())).is_ok() {
                     INDEX.with(|c| c.set(Some(index)));
                     rt.block_on(std::future::pending::<()>());
-                });
-            match started {
-                Ok(_) => handles.push(handle),
-                Err(e) => tracing::error!(error = %e, "gateway: a per-core thread cannot start"),
+                }
+            });
+            let named = std::thread::Builder::new().name(format!("gateway-{i}"));
+            if let Err(e) = thread(named, run) {
+                tracing::error!(error = %e, "gateway: a per-core thread cannot start");
+                continue;
+            }
+            // The thread answers as soon as its runtime is built (or has failed to be).
+            match rx.recv() {
+                Ok(Ok(handle)) => handles.push(handle),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "gateway: a per-core runtime cannot start")
+                }
+                Err(_) => {
+                    tracing::error!("gateway: a per-core thread ended before its runtime started")
+                }
             }
         }
         Cores {
@@ -95,5 +116,58 @@ impl Cores {
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
         self.handles[i].spawn(task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a task spawned on `cores` runs: the core's index, `None` on the caller's runtime.
+    async fn ran_on(cores: &Cores) -> Option<usize> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        cores.spawn(async move {
+            let _ = tx.send(index());
+        });
+        rx.await.unwrap_or(Some(usize::MAX))
+    }
+
+    #[tokio::test]
+    async fn a_core_whose_thread_cannot_start_is_left_out_without_a_panic() {
+        let mut calls = 0;
+        let cores = Cores::start_with(2, |b, f| {
+            calls += 1;
+            if calls == 1 {
+                // The closure (and whatever it holds) is dropped here, on a tokio worker.
+                drop(f);
+                return Err(std::io::Error::other("no thread for you"));
+            }
+            b.spawn(f).map(drop)
+        });
+        assert_eq!(cores.len(), 1);
+        // The core that started takes the first place: its per-core state is index 0.
+        assert_eq!(ran_on(&cores).await, Some(0));
+        assert_eq!(ran_on(&cores).await, Some(0));
+    }
+
+    #[tokio::test]
+    async fn with_no_core_started_connections_stay_on_the_callers_runtime() {
+        let cores = Cores::start_with(2, |_, f| {
+            drop(f);
+            Err(std::io::Error::other("no threads at all"))
+        });
+        assert_eq!(cores.len(), 0);
+        assert_eq!(ran_on(&cores).await, None);
+    }
+
+    #[tokio::test]
+    async fn connections_go_round_the_cores() {
+        let cores = Cores::start(3);
+        assert_eq!(cores.len(), 3);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            seen.push(ran_on(&cores).await);
+        }
+        assert_eq!(seen, [0, 1, 2, 0, 1, 2].map(Some));
     }
 }

@@ -10,6 +10,9 @@
 //! chains by `id`.
 
 pub mod api;
+mod verify;
+
+pub use verify::{verify, ChainReport};
 
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -59,6 +62,7 @@ pub struct Record<'a> {
 
 struct Fields<'a> {
     tenant_id: &'a str,
+    chain: Chain,
     seq: i64,
     at: i64,
     actor_id: &'a str,
@@ -93,6 +97,13 @@ fn entry_hash(f: &Fields) -> String {
         // Length-prefixed so no two field lists hash alike.
         h.update((part.len() as u64).to_be_bytes());
         h.update(part.as_bytes());
+    }
+    // An entry of another chain than `api` carries its chain's name, so relabelling it breaks
+    // its hash (`api` entries hash as they did before there were chains).
+    if f.chain != Chain::Api {
+        let c = f.chain.as_str();
+        h.update((c.len() as u64).to_be_bytes());
+        h.update(c.as_bytes());
     }
     hex::encode(h.finalize())
 }
@@ -154,6 +165,7 @@ pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sql
     let actor_id = r.actor.id.clone().unwrap_or_default();
     let hash = entry_hash(&Fields {
         tenant_id: r.tenant_id,
+        chain,
         seq,
         at: now,
         actor_id: &actor_id,
@@ -194,6 +206,36 @@ pub async fn append(tx: &mut WriteTx, now: i64, r: Record<'_>) -> Result<(), sql
         .execute(&mut *tx.tx)
         .await?;
     Ok(())
+}
+
+/// The action of the `api` entry that records a tenant's other chain being opened.
+pub const CHAIN_OPEN: &str = "audit.chain_open";
+
+/// Records in the tenant's `api` chain, in the transaction that writes its first entry, that
+/// `chain` now exists: [`verify`] then finds it deleted whole (head and every entry), which a
+/// chain alone cannot show. Takes the `api` head once per tenant and chain, ever.
+async fn open_chain(
+    tx: &mut WriteTx,
+    now: i64,
+    tenant_id: &str,
+    chain: Chain,
+) -> Result<(), sqlx::Error> {
+    let actor = Actor::system(chain.as_str());
+    let meta = RequestMeta::default();
+    append(
+        tx,
+        now,
+        Record {
+            tenant_id,
+            actor: &actor,
+            action: CHAIN_OPEN,
+            target_kind: "audit_chain",
+            target_id: chain.as_str(),
+            summary: serde_json::json!({ "chain": chain.as_str() }),
+            meta: &meta,
+        },
+    )
+    .await
 }
 
 /// One entry of a batch: the actor and request are shared by the batch (the scheduler).
@@ -238,13 +280,11 @@ pub async fn append_each(
     let mut heads = std::collections::HashMap::new();
     for t in &tenants {
         let head = lock_head(tx, t, chain).await?;
-        heads.insert(
-            t.to_string(),
-            (
-                head.try_get::<i64, _>("seq")?,
-                head.try_get::<String, _>("hash")?,
-            ),
-        );
+        let seq = head.try_get::<i64, _>("seq")?;
+        if seq == 0 && chain != Chain::Api {
+            open_chain(tx, now, t, chain).await?;
+        }
+        heads.insert(t.to_string(), (seq, head.try_get::<String, _>("hash")?));
     }
     struct Row<'a> {
         tenant_id: String,
@@ -268,6 +308,7 @@ pub async fn append_each(
         let next = *seq + 1;
         let hash = entry_hash(&Fields {
             tenant_id: &r.tenant_id,
+            chain,
             seq: next,
             at: now,
             actor_id: &actor_id,
@@ -398,7 +439,15 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
         ),
         None => None,
     };
-    let mut sql = format!("SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1");
+    // Only the chains a writer uses: an entry relabelled to anything else is not listed (and
+    // `verify` reports it) rather than failing the whole page.
+    let known = Chain::ALL
+        .iter()
+        .map(|c| format!("'{}'", c.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut sql =
+        format!("SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1 AND chain IN ({known})");
     let mut binds: Vec<Bind> = vec![Bind::Text(tenant_id.to_string())];
     let mut push = |clause: &str, b: Bind, sql: &mut String| {
         binds.push(b);
@@ -438,7 +487,9 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
         let n = binds.len();
         sql.push_str(&format!(" AND (target_id = ${n} OR target_kind = ${n})"));
     }
-    // By id: the entries of all chains, newest first.
+    // By id: the entries of all chains, newest first. (Ids are taken at insert and chains
+    // commit apart, so on PostgreSQL an entry may become visible below a page already read; a
+    // reader that must see every entry once, an export, pages each chain by its `seq`.)
     sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", limit + 1));
     let mut q = sqlx::query(&sql);
     for b in &binds {
@@ -470,120 +521,4 @@ fn escape_like(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('%', "\\%")
         .replace('_', "\\_")
-}
-
-/// What [`verify`] found for one chain of one tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainReport {
-    pub tenant_id: String,
-    pub chain: Chain,
-    pub entries: i64,
-    /// Empty when the chain is intact.
-    pub problems: Vec<String>,
-}
-
-/// Recomputes every chain. Returns one report per chain that has entries or a head.
-pub async fn verify(store: &Store) -> anyhow::Result<Vec<ChainReport>> {
-    let heads = sqlx::query(
-        "SELECT tenant_id, chain, seq, hash FROM audit_heads ORDER BY tenant_id, chain",
-    )
-    .fetch_all(&store.pool)
-    .await?;
-    let mut reports = Vec::new();
-    let mut chains: Vec<(String, String, i64, String)> = heads
-        .iter()
-        .map(|r| {
-            Ok((
-                r.try_get("tenant_id")?,
-                r.try_get("chain")?,
-                r.try_get("seq")?,
-                r.try_get("hash")?,
-            ))
-        })
-        .collect::<Result<_, sqlx::Error>>()?;
-    // Chains whose head row was deleted are still checked.
-    let orphan = sqlx::query(
-        "SELECT DISTINCT tenant_id, chain FROM audit_log l WHERE NOT EXISTS
-         (SELECT 1 FROM audit_heads h WHERE h.tenant_id = l.tenant_id AND h.chain = l.chain)",
-    )
-    .fetch_all(&store.pool)
-    .await?;
-    for r in orphan {
-        chains.push((
-            r.try_get("tenant_id")?,
-            r.try_get("chain")?,
-            -1,
-            String::new(),
-        ));
-    }
-    for (tenant_id, chain, head_seq, head_hash) in chains {
-        let chain: Chain = chain.parse()?;
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM audit_log WHERE tenant_id = $1 AND chain = $2 ORDER BY seq"
-        ))
-        .bind(&tenant_id)
-        .bind(chain.as_str())
-        .fetch_all(&store.pool)
-        .await?;
-        let mut problems = Vec::new();
-        let mut prev = GENESIS.to_string();
-        let mut expected_seq = 1;
-        let mut count = 0;
-        for row in &rows {
-            let e = row_to_entry(row)?;
-            let summary: String = row.try_get("summary")?;
-            count += 1;
-            if e.seq != expected_seq {
-                problems.push(format!(
-                    "entry {} follows {}: entries {}..{} are missing",
-                    e.seq,
-                    expected_seq - 1,
-                    expected_seq,
-                    e.seq - 1
-                ));
-            }
-            if e.prev_hash != prev {
-                problems.push(format!(
-                    "entry {} does not link to the entry before it",
-                    e.seq
-                ));
-            }
-            let actor_id = e.actor_id.clone().unwrap_or_default();
-            let computed = entry_hash(&Fields {
-                tenant_id: &e.tenant_id,
-                seq: e.seq,
-                at: e.at,
-                actor_id: &actor_id,
-                actor_name: &e.actor_name,
-                action: &e.action,
-                target_kind: &e.target_kind,
-                target_id: &e.target_id,
-                summary: &summary,
-                source_ip: &e.source_ip,
-                request_id: &e.request_id,
-                prev_hash: &e.prev_hash,
-            });
-            if computed != e.hash {
-                problems.push(format!("entry {} was changed after it was written", e.seq));
-            }
-            prev = e.hash.clone();
-            expected_seq = e.seq + 1;
-        }
-        if head_seq < 0 {
-            problems.push("the chain head is missing".to_string());
-        } else if head_seq != expected_seq - 1 || (head_seq > 0 && head_hash != prev) {
-            problems.push(format!(
-                "the chain ends at entry {} but its head records entry {}: entries were deleted",
-                expected_seq - 1,
-                head_seq
-            ));
-        }
-        reports.push(ChainReport {
-            tenant_id,
-            chain,
-            entries: count,
-            problems,
-        });
-    }
-    Ok(reports)
 }

@@ -15,7 +15,10 @@ use crate::jobs::{setup, small_queue, submit, wait_state};
 use app::model::RequestMeta;
 use switchyard::audit::{self, verify, Actor, BatchRecord, Chain};
 
-both_stores!(the_scheduler_and_the_api_keep_chains_of_their_own);
+both_stores!(
+    the_scheduler_and_the_api_keep_chains_of_their_own,
+    a_chain_deleted_whole_or_relabelled_is_found
+);
 
 async fn the_scheduler_and_the_api_keep_chains_of_their_own(kind: Kind) {
     let app = TestApp::with_scheduler(kind).await;
@@ -139,28 +142,44 @@ async fn an_api_write_does_not_wait_for_an_open_scheduler_transaction() {
             let app = TestApp::new(Kind::Postgres).await;
             let tenant = app.seed_tenant("acme").await;
             let admin = app.login("acme", "admin").await;
-            // The scheduler's transaction has appended its entry and not committed yet (as
-            // while a large admission is written).
-            let mut tx = app.store().begin_write().await.unwrap();
             let meta = RequestMeta {
                 source_ip: String::new(),
                 request_id: "cycle".into(),
             };
-            let record = BatchRecord {
+            let record = |id: &str| BatchRecord {
                 tenant_id: tenant.clone(),
                 action: "job.admit",
                 target_kind: "job",
-                target_id: "j1".into(),
+                target_id: id.into(),
                 summary: json!({}),
             };
+            let scheduler = Actor::system("scheduler");
+            // The tenant's scheduler chain exists (its opening, recorded once in the api
+            // chain, is behind it).
+            let mut tx = app.store().begin_write().await.unwrap();
             let now = tx.now();
             audit::append_many(
                 &mut tx,
                 now,
                 Chain::Scheduler,
-                &Actor::system("scheduler"),
+                &scheduler,
                 &meta,
-                &[record],
+                &[record("j0")],
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            // The scheduler's transaction has appended its entry and not committed yet (as
+            // while a large admission is written).
+            let mut tx = app.store().begin_write().await.unwrap();
+            let now = tx.now();
+            audit::append_many(
+                &mut tx,
+                now,
+                Chain::Scheduler,
+                &scheduler,
+                &meta,
+                &[record("j1")],
             )
             .await
             .unwrap();
@@ -179,4 +198,88 @@ async fn an_api_write_does_not_wait_for_an_open_scheduler_transaction() {
         },
     )
     .await;
+}
+
+/// A chain's own links cannot show that it was deleted whole (its head with every entry): the
+/// tenant's api chain records each other chain's opening, so `verify` finds it gone. Entries
+/// moved to a label no writer uses are found too, and the audit list still answers.
+async fn a_chain_deleted_whole_or_relabelled_is_found(kind: Kind) {
+    let app = TestApp::with_scheduler(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let body = json!({"queue_id": q, "name": "a", "command": "x", "gpu_milli": 500, "duration_ms": 600000});
+    let job = submit(&app, &s.member, body).await;
+    wait_state(&app, &s.member, &job, "running").await;
+    let tenant: String = sqlx::query_scalar("SELECT id FROM tenants WHERE slug = 'acme'")
+        .fetch_one(&app.store().pool)
+        .await
+        .unwrap();
+    let opened = app
+        .count(&format!(
+            "SELECT COUNT(*) FROM audit_log WHERE tenant_id = '{tenant}' AND chain = 'api' AND action = 'audit.chain_open' AND target_id = 'scheduler'"
+        ))
+        .await;
+    assert_eq!(
+        opened, 1,
+        "the scheduler chain's opening is in the api chain, once"
+    );
+    app.assert_audit_intact("before any tampering").await;
+    let reports_of = |app: &TestApp| {
+        let store = app.store().clone();
+        let tenant = tenant.clone();
+        async move {
+            verify(&store)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|r| r.tenant_id == tenant)
+                .collect::<Vec<_>>()
+        }
+    };
+
+    // Relabelled: the entries leave their chain for a label no writer uses.
+    sqlx::query(
+        "UPDATE audit_log SET chain = 'elsewhere' WHERE tenant_id = $1 AND chain = 'scheduler'",
+    )
+    .bind(&tenant)
+    .execute(&app.store().pool)
+    .await
+    .unwrap();
+    let reports = reports_of(&app).await;
+    let api = reports.iter().find(|r| r.chain == Chain::Api).unwrap();
+    assert!(
+        api.problems.iter().any(|p| p.contains("elsewhere")),
+        "{reports:?}"
+    );
+    let list = app.get("/api/v1/audit?limit=500", &s.admin).await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text);
+
+    // Deleted whole: no entry and no head left.
+    sqlx::query("DELETE FROM audit_log WHERE tenant_id = $1 AND chain = 'elsewhere'")
+        .bind(&tenant)
+        .execute(&app.store().pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM audit_heads WHERE tenant_id = $1 AND chain = 'scheduler'")
+        .bind(&tenant)
+        .execute(&app.store().pool)
+        .await
+        .unwrap();
+    let reports = reports_of(&app).await;
+    let scheduler = reports
+        .iter()
+        .find(|r| r.chain == Chain::Scheduler)
+        .unwrap_or_else(|| panic!("the deleted chain is reported: {reports:?}"));
+    assert!(
+        scheduler
+            .problems
+            .iter()
+            .any(|p| p.contains("were deleted")),
+        "{reports:?}"
+    );
+    assert!(reports
+        .iter()
+        .find(|r| r.chain == Chain::Api)
+        .is_some_and(|r| r.problems.is_empty()));
+    app.finish().await;
 }

@@ -14,6 +14,7 @@ use crate::common::{bounded, Kind, TestApp};
 use crate::jobs::{setup, small_queue, submit, wait_state};
 use app::model::RequestMeta;
 use switchyard::audit::{self, verify, Actor, BatchRecord, Chain};
+use switchyard::store::WriteTx;
 
 both_stores!(
     the_scheduler_and_the_api_keep_chains_of_their_own,
@@ -142,47 +143,16 @@ async fn an_api_write_does_not_wait_for_an_open_scheduler_transaction() {
             let app = TestApp::new(Kind::Postgres).await;
             let tenant = app.seed_tenant("acme").await;
             let admin = app.login("acme", "admin").await;
-            let meta = RequestMeta {
-                source_ip: String::new(),
-                request_id: "cycle".into(),
-            };
-            let record = |id: &str| BatchRecord {
-                tenant_id: tenant.clone(),
-                action: "job.admit",
-                target_kind: "job",
-                target_id: id.into(),
-                summary: json!({}),
-            };
-            let scheduler = Actor::system("scheduler");
             // The tenant's scheduler chain exists (its opening, recorded once in the api
             // chain, is behind it).
-            let mut tx = app.store().begin_write().await.unwrap();
-            let now = tx.now();
-            audit::append_many(
-                &mut tx,
-                now,
-                Chain::Scheduler,
-                &scheduler,
-                &meta,
-                &[record("j0")],
-            )
-            .await
-            .unwrap();
-            tx.commit().await.unwrap();
+            scheduler_tx(&app, &tenant, "j0")
+                .await
+                .commit()
+                .await
+                .unwrap();
             // The scheduler's transaction has appended its entry and not committed yet (as
             // while a large admission is written).
-            let mut tx = app.store().begin_write().await.unwrap();
-            let now = tx.now();
-            audit::append_many(
-                &mut tx,
-                now,
-                Chain::Scheduler,
-                &scheduler,
-                &meta,
-                &[record("j1")],
-            )
-            .await
-            .unwrap();
+            let tx = scheduler_tx(&app, &tenant, "j1").await;
             // A request's write commits meanwhile.
             let created = tokio::time::timeout(
                 Duration::from_secs(5),
@@ -198,6 +168,28 @@ async fn an_api_write_does_not_wait_for_an_open_scheduler_transaction() {
         },
     )
     .await;
+}
+
+/// A write transaction that has appended one entry to the tenant's scheduler chain, open.
+async fn scheduler_tx(app: &TestApp, tenant: &str, job: &str) -> WriteTx {
+    let mut tx = app.store().begin_write().await.unwrap();
+    let now = tx.now();
+    let meta = RequestMeta {
+        source_ip: String::new(),
+        request_id: "cycle".into(),
+    };
+    let record = BatchRecord {
+        tenant_id: tenant.to_string(),
+        action: "job.admit",
+        target_kind: "job",
+        target_id: job.to_string(),
+        summary: json!({}),
+    };
+    let actor = Actor::system("scheduler");
+    audit::append_many(&mut tx, now, Chain::Scheduler, &actor, &meta, &[record])
+        .await
+        .unwrap();
+    tx
 }
 
 /// A chain's own links cannot show that it was deleted whole (its head with every entry): the

@@ -112,7 +112,39 @@ pub struct Tally {
     groups: HashMap<String, i64>,
 }
 
+/// The statement that reads a user's and a group's waiting jobs at once.
+const MINE_AND_GROUP: &str = "SELECT (SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2 AND state = 'queued') AS mine,
+        (SELECT COUNT(*) FROM jobs WHERE group_id = $3 AND state = 'queued') AS waiting";
+
 impl Tally {
+    /// Reads the waiting jobs of each (tenant, user, group) given, outside any transaction:
+    /// on PostgreSQL (read committed) what a statement inside the writing transaction would
+    /// see, had it started at the same moment, so a group commit reads them while its
+    /// `BEGIN` is on its way instead of after it. Jobs a concurrent batch commits in between
+    /// are not counted, as two concurrent batches do not count each other's.
+    pub async fn read(
+        pool: &sqlx::AnyPool,
+        keys: &[(&str, &str, &str)],
+    ) -> Result<Tally, sqlx::Error> {
+        let mut t = Tally::default();
+        for &(tenant_id, user_id, group_id) in keys {
+            let user = (tenant_id.to_string(), user_id.to_string());
+            if t.users.contains_key(&user) && t.groups.contains_key(group_id) {
+                continue;
+            }
+            let row = sqlx::query(MINE_AND_GROUP)
+                .bind(tenant_id)
+                .bind(user_id)
+                .bind(group_id)
+                .fetch_one(pool)
+                .await?;
+            t.users.insert(user, row.try_get("mine")?);
+            t.groups
+                .insert(group_id.to_string(), row.try_get("waiting")?);
+        }
+        Ok(t)
+    }
+
     /// Takes one more waiting job of this user in `job`'s group, or answers why not (the
     /// outer error is the store's).
     pub async fn take(
@@ -130,15 +162,12 @@ impl Tally {
             (None, Some(w)) => (user_waiting(tx, tenant_id, user_id).await?, Some(*w)),
             // Both unknown (a group commit's first job of this user): one statement.
             (None, None) => {
-                let row = sqlx::query(
-                    "SELECT (SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND user_id = $2 AND state = 'queued') AS mine,
-                            (SELECT COUNT(*) FROM jobs WHERE group_id = $3 AND state = 'queued') AS waiting",
-                )
-                .bind(tenant_id)
-                .bind(user_id)
-                .bind(&job.group_id)
-                .fetch_one(&mut *tx.tx)
-                .await?;
+                let row = sqlx::query(MINE_AND_GROUP)
+                    .bind(tenant_id)
+                    .bind(user_id)
+                    .bind(&job.group_id)
+                    .fetch_one(&mut *tx.tx)
+                    .await?;
                 (row.try_get("mine")?, Some(row.try_get("waiting")?))
             }
         };

@@ -489,7 +489,8 @@ pub async fn list(store: &Store, tenant_id: &str, f: &AuditFilter) -> ApiResult<
     }
     // By id: the entries of all chains, newest first. (Ids are taken at insert and chains
     // commit apart, so on PostgreSQL an entry may become visible below a page already read; a
-    // reader that must see every entry once, an export, pages each chain by its `seq`.)
+    // reader that must see every entry once, an export, will page each chain by its `seq`:
+    // not offered yet.)
     sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", limit + 1));
     let mut q = sqlx::query(&sql);
     for b in &binds {

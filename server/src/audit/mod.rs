@@ -141,15 +141,41 @@ async fn lock_head(
     tenant_id: &str,
     chain: Chain,
 ) -> Result<sqlx::any::AnyRow, sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO audit_heads (tenant_id, chain, seq, hash) VALUES ($1, $2, 0, $3)
+    bind_head(sqlx::query(&head_lock_sql(1)), tenant_id, chain)
+        .fetch_one(&mut *tx.tx)
+        .await
+}
+
+/// The statement of [`lock_head`], its parameters numbered from `first` (tenant, chain,
+/// genesis hash). PostgreSQL allows it as the last step of another write, `WITH w AS (…)
+/// <this>` (see [`HeadLocked`]), which saves the transaction a round trip.
+pub fn head_lock_sql(first: usize) -> String {
+    format!(
+        "INSERT INTO audit_heads (tenant_id, chain, seq, hash) VALUES (${}, ${}, 0, ${})
          ON CONFLICT (tenant_id, chain) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING seq, hash",
+        first,
+        first + 1,
+        first + 2
     )
-    .bind(tenant_id)
-    .bind(chain.as_str())
-    .bind(GENESIS)
-    .fetch_one(&mut *tx.tx)
-    .await
+}
+
+/// Binds [`head_lock_sql`]'s parameters.
+pub fn bind_head<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    tenant_id: &str,
+    chain: Chain,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(tenant_id.to_string())
+        .bind(chain.as_str())
+        .bind(GENESIS)
+}
+
+/// A tenant's chain head, already locked and read in this transaction by a statement that
+/// ended with [`head_lock_sql`]: [`append_each_locked`] does not lock it again.
+pub struct HeadLocked {
+    pub tenant_id: String,
+    pub chain: Chain,
+    pub row: sqlx::any::AnyRow,
 }
 
 /// Appends an entry to the tenant's [`Chain::Api`] inside the caller's transaction.
@@ -258,9 +284,23 @@ pub async fn append_many(
     meta: &RequestMeta,
     records: &[BatchRecord],
 ) -> Result<(), sqlx::Error> {
+    append_many_locked(tx, now, chain, actor, meta, records, None).await
+}
+
+/// [`append_many`], with the head already locked and read by `locked`
+/// ([`append_each_locked`]).
+pub async fn append_many_locked(
+    tx: &mut WriteTx,
+    now: i64,
+    chain: Chain,
+    actor: &Actor,
+    meta: &RequestMeta,
+    records: &[BatchRecord],
+    locked: Option<HeadLocked>,
+) -> Result<(), sqlx::Error> {
     let each: Vec<(&Actor, &RequestMeta, &BatchRecord)> =
         records.iter().map(|r| (actor, meta, r)).collect();
-    append_each(tx, now, chain, &each).await
+    append_each_locked(tx, now, chain, &each, locked).await
 }
 
 /// [`append_many`] for entries of different actors and requests (many requests' changes
@@ -271,6 +311,18 @@ pub async fn append_each(
     chain: Chain,
     records: &[(&Actor, &RequestMeta, &BatchRecord)],
 ) -> Result<(), sqlx::Error> {
+    append_each_locked(tx, now, chain, records, None).await
+}
+
+/// [`append_each`], with one tenant's head already locked and read by `locked` (of the same
+/// chain; ignored otherwise).
+pub async fn append_each_locked(
+    tx: &mut WriteTx,
+    now: i64,
+    chain: Chain,
+    records: &[(&Actor, &RequestMeta, &BatchRecord)],
+    mut locked: Option<HeadLocked>,
+) -> Result<(), sqlx::Error> {
     if records.is_empty() {
         return Ok(());
     }
@@ -279,7 +331,13 @@ pub async fn append_each(
     tenants.dedup();
     let mut heads = std::collections::HashMap::new();
     for t in &tenants {
-        let head = lock_head(tx, t, chain).await?;
+        let head = match locked.take() {
+            Some(l) if l.tenant_id == *t && l.chain == chain => l.row,
+            other => {
+                locked = other;
+                lock_head(tx, t, chain).await?
+            }
+        };
         let seq = head.try_get::<i64, _>("seq")?;
         if seq == 0 && chain != Chain::Api {
             open_chain(tx, now, t, chain).await?;

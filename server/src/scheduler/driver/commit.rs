@@ -1,7 +1,7 @@
 //! Committing a cycle's decisions (admissions, preemptions, wait reasons) and launching
 //! admitted jobs: each in one transaction with its job events and audit entries.
 
-use super::rows::{admit_rows, insert_events, AdmitRow, EventRow};
+use super::rows::{admit_rows, insert_events, wait_sql, AdmitRow, EventRow};
 use super::*;
 use crate::scheduler::core::Short;
 
@@ -358,15 +358,15 @@ impl Driver {
             });
         }
         // Many rows per statement: a cycle may give thousands of jobs their first reason.
-        for chunk in wait_updates.chunks(tx.dialect.statement_params() / 3) {
-            let sql = format!(
-                "UPDATE jobs SET wait_code = v.column2, wait_reason = v.column3 FROM (VALUES {}) AS v
-                 WHERE jobs.id = v.column1 AND jobs.state = 'queued'",
-                tx.dialect.rows(1, chunk.len(), 3, None)
-            );
+        for chunk in wait_updates.chunks(tx.dialect.statement_params() / 4) {
+            let sql = wait_sql(tx.dialect, chunk.len());
             let mut q = sqlx::query(&sql);
             for (job, code, text) in chunk {
-                q = q.bind(&l.jobs[*job as usize].id).bind(*code).bind(text);
+                q = q
+                    .bind(&l.jobs[*job as usize].id)
+                    .bind(*code)
+                    .bind(text)
+                    .bind(JobState::Queued.as_str());
             }
             q.execute(&mut *tx.tx).await?;
         }

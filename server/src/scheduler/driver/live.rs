@@ -59,6 +59,8 @@ pub(super) struct Live {
     full_at: Instant,
     /// Job rows read since the driver last had PostgreSQL's statistics of `jobs` renewed.
     changed_since_analyze: usize,
+    /// Whether an `ANALYZE jobs` is running (see [`Live::analyze`]).
+    analyzing: Arc<std::sync::atomic::AtomicBool>,
     /// Until when the last cycle's decisions stand if nothing changes (see [`Live::settle`]).
     settled_until: Option<i64>,
 }
@@ -67,8 +69,11 @@ pub(super) struct Live {
 /// statistics of `jobs`; while they are missing or stale (a table that grew from nothing to
 /// thousands of queued jobs in a second, before autovacuum's next round), it estimates one
 /// matching row, joins by a nested loop over a sequential scan, and each admission statement
-/// of 66 rows took 50 to 150 ms at 5,000 jobs (seconds per cycle). The driver renews them itself
-/// once this many rows, or half its live jobs if more, have changed since it last did.
+/// of 66 rows took 50 to 150 ms at 5,000 jobs (seconds per cycle). Its multi-row writes now
+/// find each row by its id whatever the statistics say ([`super::rows::admit_sql`]); its reads
+/// (the rows changed since the last cycle) still use them. The driver has them renewed, beside
+/// its cycles, once this many rows, or half its live jobs if more, have changed since it last
+/// did.
 const ANALYZE_AFTER_ROWS: usize = 500;
 
 impl Live {
@@ -85,6 +90,7 @@ impl Live {
             since,
             full_at: Instant::now(),
             changed_since_analyze: 0,
+            analyzing: Arc::default(),
             settled_until: None,
         })
     }
@@ -171,18 +177,45 @@ impl Live {
         self.since = next_since;
         if store.dialect == Dialect::Postgres {
             self.changed_since_analyze += rows.len();
-            if self.changed_since_analyze >= ANALYZE_AFTER_ROWS.max(self.loaded.jobs.len() / 2) {
-                let t = Instant::now();
-                sqlx::query("ANALYZE jobs").execute(&store.pool).await?;
-                tracing::debug!(
-                    rows = self.loaded.jobs.len(),
-                    us = t.elapsed().as_micros() as u64,
-                    "scheduler: renewed the statistics of jobs"
-                );
+            if self.changed_since_analyze >= ANALYZE_AFTER_ROWS.max(self.loaded.jobs.len() / 2)
+                && self.analyze(store)
+            {
                 self.changed_since_analyze = 0;
             }
         }
         Ok(Refreshed::Rows(rows.len()))
+    }
+
+    /// Has `ANALYZE jobs` run beside the cycles (10 to 40 ms at a few thousand jobs, which the
+    /// cycle does not wait for; its multi-row writes do not depend on them, see
+    /// [`super::rows::admit_sql`]). False when the previous one is still running.
+    fn analyze(&self, store: &Store) -> bool {
+        if self
+            .analyzing
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return false;
+        }
+        let (pool, analyzing, rows) = (
+            store.pool.clone(),
+            self.analyzing.clone(),
+            self.loaded.jobs.len(),
+        );
+        tokio::spawn(async move {
+            let t = Instant::now();
+            match sqlx::query("ANALYZE jobs").execute(&pool).await {
+                Ok(_) => tracing::debug!(
+                    rows,
+                    us = t.elapsed().as_micros() as u64,
+                    "scheduler: renewed the statistics of jobs"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler: renewing the statistics of jobs failed")
+                }
+            }
+            analyzing.store(false, std::sync::atomic::Ordering::Release);
+        });
+        true
     }
 
     /// Applies wait reasons the driver committed (they keep the rows' change numbers).

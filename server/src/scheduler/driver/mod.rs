@@ -454,8 +454,11 @@ impl Driver {
                 .stop(&id, reason, self.cfg.stop_grace_ms)
                 .await;
         }
-        if changed {
-            // What this cycle committed, for the pages before the next cycle.
+        // What this cycle committed, for the pages before the next cycle; unless the executors
+        // have reported already (a simulated pool reports `running` as it is handed a job):
+        // the driver then applies their events and cycles again at once, and that cycle's read
+        // covers this one's commit too (each job row read once, not twice).
+        if changed && self.rx.is_empty() {
             let generation = self.store.scheduling_generation();
             live.refresh(&self.store, self.store.now(), min_runtime)
                 .await?;

@@ -31,17 +31,8 @@ pub(super) async fn admit_rows(
 ) -> Result<std::collections::HashSet<String>, sqlx::Error> {
     let mut changed = std::collections::HashSet::new();
     let d = tx.dialect;
-    for chunk in rows.chunks(d.statement_params() / 6) {
-        let sql = format!(
-            "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
-                admitted_at = {}, wait_code = NULL, wait_reason = NULL, updated_at = {}, {}
-             FROM (VALUES {}) AS v
-             WHERE jobs.id = v.column1 AND jobs.state = 'queued' AND jobs.stop_reason IS NULL RETURNING id",
-            d.param(1),
-            d.param(2),
-            set_change(d),
-            d.rows(3, chunk.len(), 6, None)
-        );
+    for chunk in rows.chunks(d.statement_params() / 7) {
+        let sql = admit_sql(d, chunk.len());
         let mut q = sqlx::query(&sql).bind(now).bind(now);
         for r in chunk {
             q = q
@@ -50,13 +41,49 @@ pub(super) async fn admit_rows(
                 .bind(r.node)
                 .bind(&r.node_name)
                 .bind(&r.slices)
-                .bind(r.over_quota);
+                .bind(r.over_quota)
+                .bind(JobState::Queued.as_str());
         }
         for row in q.fetch_all(&mut *tx.tx).await? {
             changed.insert(row.try_get::<String, _>("id")?);
         }
     }
     Ok(changed)
+}
+
+/// The admission statement for `n` rows: `now` twice, then per row id, pool, node, node
+/// name, slices, over-quota flag and the state it leaves (`queued`).
+///
+/// The state each row must still be in comes with the row (`jobs.state = v.column7`), not as
+/// a constant, as in the driver's other multi-row statements. PostgreSQL plans a constant
+/// condition from the statistics of `jobs`, and between two renewals (the driver has them
+/// renewed beside its cycles, `live.rs`) they may say that almost no job is `queued` while
+/// thousands are: it then reads every queued job through an index of states (or of queued
+/// jobs) and joins them to the rows by a nested loop, a statement whose cost grows with all
+/// the waiting jobs. Compared
+/// with the row's own value the condition is a join condition, and each row is found by its id.
+pub(super) fn admit_sql(d: Dialect, n: usize) -> String {
+    format!(
+        "UPDATE jobs SET state = 'starting', pool_id = v.column2, node = v.column3, node_name = v.column4, slices = v.column5, over_quota = v.column6,
+            admitted_at = {}, wait_code = NULL, wait_reason = NULL, updated_at = {}, {}
+         FROM (VALUES {}) AS v
+         WHERE jobs.id = v.column1 AND jobs.state = v.column7 AND jobs.stop_reason IS NULL RETURNING id",
+        d.param(1),
+        d.param(2),
+        set_change(d),
+        d.rows(3, n, 7, None)
+    )
+}
+
+/// The statement that writes `n` waiting jobs' reasons: per row id, code, words and the state
+/// it must still be in (`queued`), compared with the row's own value for the reason given at
+/// [`admit_sql`].
+pub(super) fn wait_sql(d: Dialect, n: usize) -> String {
+    format!(
+        "UPDATE jobs SET wait_code = v.column2, wait_reason = v.column3 FROM (VALUES {}) AS v
+         WHERE jobs.id = v.column1 AND jobs.state = v.column4",
+        d.rows(1, n, 4, None)
+    )
 }
 
 /// Writes the `running` transitions gathered so far (job id, handle, state it leaves).
@@ -117,4 +144,113 @@ pub(super) async fn insert_events(
         q.execute(&mut *tx.tx).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan of `sql` for three jobs (`q1` to `q3`), bound as the driver binds it.
+    async fn plan(store: &Store, sql: &str, per_row: &[&str]) -> String {
+        let text = format!("EXPLAIN {sql}");
+        let mut explain = sqlx::query(&text);
+        if sql.contains("admitted_at") {
+            explain = explain.bind(1_i64).bind(1_i64);
+        }
+        for i in 1..=3 {
+            explain = explain.bind(format!("q{i}"));
+            for kind in per_row {
+                explain = match *kind {
+                    "int" => explain.bind(0_i64),
+                    text => explain.bind(text.to_string()),
+                };
+            }
+        }
+        let rows = explain.fetch_all(&store.pool).await.unwrap();
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).unwrap())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// PostgreSQL (at SWITCHYARD_TEST_POSTGRES, as the integration suite): while the statistics
+    /// of `jobs` say that no job is queued and 5,000 are, the admission and wait-reason
+    /// statements still find each row by its id, not by scanning every queued job through the
+    /// `state` index or the queued jobs' partial indexes (a statement whose cost grows with all
+    /// the waiting jobs).
+    #[tokio::test]
+    async fn multi_row_writes_find_each_row_by_id_whatever_the_statistics_say() {
+        sqlx::any::install_default_drivers();
+        let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let admin = sqlx::AnyPool::connect(&base).await.unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL is required at {base}: {e}. Start it or set SWITCHYARD_TEST_POSTGRES."
+            )
+        });
+        let schema = format!("sy_plan_{}", uuid::Uuid::new_v4().simple());
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let store = Store::connect(&format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+            .await
+            .unwrap();
+        let mut conn = store.pool.acquire().await.unwrap();
+        // Rows without their tenant, queue and group: foreign keys are not checked here.
+        sqlx::query("SET session_replication_role = replica")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let insert = |from: i64, to: i64, state: &'static str| {
+            format!(
+                "INSERT INTO jobs (id, tenant_id, queue_id, group_id, user_id, username, name, command, gpu_milli, priority_class, priority, preemptible, state, submitted_at, queued_at, updated_at)
+                 SELECT '{}' || g, 't', 'q', 'g', 'u', 'u', 'n', 'c', 1000, 'train', 0, 1, '{state}', 0, 0, 0 FROM generate_series({from}, {to}) g",
+                if state == "queued" { "q" } else { "r" }
+            )
+        };
+        sqlx::query(&insert(1, 100, "running"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        sqlx::query("ANALYZE jobs")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        sqlx::query(&insert(1, 5000, "queued"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        drop(conn);
+        let admit = plan(
+            &store,
+            &admit_sql(Dialect::Postgres, 3),
+            &["pool", "int", "node", "[]", "int", "queued"],
+        )
+        .await;
+        let wait = plan(
+            &store,
+            &wait_sql(Dialect::Postgres, 3),
+            &["no_capacity", "words", "queued"],
+        )
+        .await;
+        for (what, p) in [("admission", &admit), ("wait reasons", &wait)] {
+            // Every access to `jobs` is by its primary key: no other index, no scan.
+            let by_id = p.contains("jobs_pkey")
+                && !p.contains("Seq Scan on jobs")
+                && p.split(" using ")
+                    .skip(1)
+                    .all(|rest| rest.starts_with("jobs_pkey "));
+            assert!(
+                by_id,
+                "the {what} statement does not find its rows by id:\n{p}"
+            );
+        }
+        store.pool.close().await;
+        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
 }

@@ -244,7 +244,15 @@ async fn store_group(
                 priority: p.priority,
             })
             .collect();
-        insert_jobs(&mut tx, &rows).await?;
+        // One tenant (the usual group): its head is locked by the insert's statement.
+        let tenant = stored[0].tenant_id.as_str();
+        let one_tenant = stored.iter().all(|p| p.tenant_id == tenant);
+        let head = insert_jobs(
+            &mut tx,
+            &rows,
+            one_tenant.then_some((tenant, audit::Chain::Api)),
+        )
+        .await?;
         let records: Vec<BatchRecord> = stored
             .iter()
             .map(|p| BatchRecord {
@@ -260,7 +268,7 @@ async fn store_group(
             .zip(&records)
             .map(|(p, r)| (&p.actor, &p.meta, r))
             .collect();
-        audit::append_each(&mut tx, now, audit::Chain::Api, &each).await?;
+        audit::append_each_locked(&mut tx, now, audit::Chain::Api, &each, head).await?;
         tx.wake_scheduler();
     }
     tx.commit().await?;

@@ -3,6 +3,7 @@
 
 use app::model::*;
 
+use crate::audit;
 use crate::nodes::executor::AbortKind;
 use crate::store::{flag, new_id, Dialect, WriteTx};
 
@@ -41,14 +42,29 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
 /// Stores prepared jobs (state `queued`) and their first event, in multi-row inserts: on
 /// PostgreSQL a chunk's jobs and events in one statement (one round trip), on SQLite in two.
-pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Result<(), sqlx::Error> {
+/// On PostgreSQL the last statement also locks and reads `head`'s audit chain head
+/// ([`audit::head_lock_sql`]), the transaction's next step: one round trip less while the
+/// group commit's writer holds its turn. `None` where it was not taken (SQLite, or no `head`
+/// asked for).
+pub(super) async fn insert_jobs(
+    tx: &mut WriteTx,
+    items: &[NewJob<'_>],
+    head: Option<(&str, audit::Chain)>,
+) -> Result<Option<audit::HeadLocked>, sqlx::Error> {
     let d = tx.dialect;
+    let mut locked = None;
     // Rows per statement: on PostgreSQL each job's event is in the same statement.
     let per_job = match d {
         Dialect::Postgres => JOB_INSERT_ARITY + EVENT_ARITY,
         Dialect::Sqlite => JOB_INSERT_ARITY,
     };
-    for chunk in items.chunks(d.statement_params() / per_job) {
+    // On PostgreSQL one row fewer per statement than the parameters allow: room for the head's three.
+    let per_statement = match d {
+        Dialect::Postgres => d.statement_params() / per_job - 1,
+        Dialect::Sqlite => d.statement_params() / per_job,
+    };
+    let chunks = items.chunks(per_statement).count();
+    for (i, chunk) in items.chunks(per_statement).enumerate() {
         let n = chunk.len();
         let jobs = format!(
             "INSERT INTO jobs ({JOB_INSERT_COLUMNS}) VALUES {}",
@@ -64,12 +80,27 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
             d.rows(1 + n * JOB_INSERT_ARITY, n, EVENT_ARITY, None)
         );
         match d {
-            Dialect::Postgres => {
-                let sql = format!("WITH j AS ({jobs}) {events}");
-                bind_events(bind_jobs(sqlx::query(&sql), chunk), chunk)
-                    .execute(&mut *tx.tx)
-                    .await?;
-            }
+            Dialect::Postgres => match head.filter(|_| i + 1 == chunks) {
+                Some((tenant_id, chain)) => {
+                    let lock = audit::head_lock_sql(1 + n * (JOB_INSERT_ARITY + EVENT_ARITY));
+                    let sql = format!("WITH j AS ({jobs}), e AS ({events}) {lock}");
+                    let q = bind_events(bind_jobs(sqlx::query(&sql), chunk), chunk);
+                    let row = audit::bind_head(q, tenant_id, chain)
+                        .fetch_one(&mut *tx.tx)
+                        .await?;
+                    locked = Some(audit::HeadLocked {
+                        tenant_id: tenant_id.to_string(),
+                        chain,
+                        row,
+                    });
+                }
+                None => {
+                    let sql = format!("WITH j AS ({jobs}) {events}");
+                    bind_events(bind_jobs(sqlx::query(&sql), chunk), chunk)
+                        .execute(&mut *tx.tx)
+                        .await?;
+                }
+            },
             Dialect::Sqlite => {
                 bind_jobs(sqlx::query(&jobs), chunk)
                     .execute(&mut *tx.tx)
@@ -80,7 +111,7 @@ pub(super) async fn insert_jobs(tx: &mut WriteTx, items: &[NewJob<'_>]) -> Resul
             }
         }
     }
-    Ok(())
+    Ok(locked)
 }
 
 fn bind_jobs<'q>(mut q: Query<'q>, chunk: &'q [NewJob<'_>]) -> Query<'q> {

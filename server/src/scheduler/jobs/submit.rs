@@ -475,7 +475,7 @@ pub async fn submit_batch(
             priority: *priority,
         })
         .collect();
-    insert_jobs(&mut tx, &rows).await?;
+    let head = insert_jobs(&mut tx, &rows, Some((p.tenant_id(), audit::Chain::Api))).await?;
     if let Some(k) = key {
         let ids: Vec<&str> = items.iter().map(|(j, _, _)| j.id.as_str()).collect();
         idempotency::remember(&mut tx, p.tenant_id(), p.user_id(), k, &ids).await?;
@@ -490,13 +490,14 @@ pub async fn submit_batch(
             summary: json!({"name": j.name, "queue": j.queue_name, "gpu_milli": j.gpu_milli, "priority_class": j.priority_class}),
         })
         .collect();
-    audit::append_many(
+    audit::append_many_locked(
         &mut tx,
         now,
         audit::Chain::Api,
         &audit::Actor::of(p),
         meta,
         &records,
+        head,
     )
     .await?;
     tx.wake_scheduler();

@@ -284,23 +284,9 @@ pub async fn append_many(
     meta: &RequestMeta,
     records: &[BatchRecord],
 ) -> Result<(), sqlx::Error> {
-    append_many_locked(tx, now, chain, actor, meta, records, None).await
-}
-
-/// [`append_many`], with the head already locked and read by `locked`
-/// ([`append_each_locked`]).
-pub async fn append_many_locked(
-    tx: &mut WriteTx,
-    now: i64,
-    chain: Chain,
-    actor: &Actor,
-    meta: &RequestMeta,
-    records: &[BatchRecord],
-    locked: Option<HeadLocked>,
-) -> Result<(), sqlx::Error> {
     let each: Vec<(&Actor, &RequestMeta, &BatchRecord)> =
         records.iter().map(|r| (actor, meta, r)).collect();
-    append_each_locked(tx, now, chain, &each, locked).await
+    append_each(tx, now, chain, &each).await
 }
 
 /// [`append_many`] for entries of different actors and requests (many requests' changes

@@ -490,16 +490,10 @@ pub async fn submit_batch(
             summary: json!({"name": j.name, "queue": j.queue_name, "gpu_milli": j.gpu_milli, "priority_class": j.priority_class}),
         })
         .collect();
-    audit::append_many_locked(
-        &mut tx,
-        now,
-        audit::Chain::Api,
-        &audit::Actor::of(p),
-        meta,
-        &records,
-        head,
-    )
-    .await?;
+    let actor = audit::Actor::of(p);
+    let each: Vec<(&audit::Actor, &RequestMeta, &audit::BatchRecord)> =
+        records.iter().map(|r| (&actor, meta, r)).collect();
+    audit::append_each_locked(&mut tx, now, audit::Chain::Api, &each, head).await?;
     tx.wake_scheduler();
     tx.commit().await?;
     Ok(Submitted {

@@ -150,21 +150,28 @@ pub(super) async fn insert_events(
 mod tests {
     use super::*;
 
-    /// The plan of `sql` for three jobs (`q1` to `q3`), bound as the driver binds it.
-    async fn plan(store: &Store, sql: &str, per_row: &[&str]) -> String {
+    /// A value bound to a statement under test.
+    #[derive(Clone, Copy)]
+    enum V {
+        Int(i64),
+        Text(&'static str),
+    }
+
+    /// The plan of `sql` for three jobs (`q1` to `q3`): `leading` bound first, then each job's
+    /// id and `per_row`, as the driver binds them.
+    async fn plan(store: &Store, sql: &str, leading: &[V], per_row: &[V]) -> String {
         let text = format!("EXPLAIN {sql}");
         let mut explain = sqlx::query(&text);
-        if sql.contains("admitted_at") {
-            explain = explain.bind(1_i64).bind(1_i64);
-        }
-        for i in 1..=3 {
-            explain = explain.bind(format!("q{i}"));
-            for kind in per_row {
-                explain = match *kind {
-                    "int" => explain.bind(0_i64),
-                    text => explain.bind(text.to_string()),
-                };
-            }
+        let ids = ["q1", "q2", "q3"];
+        let values = leading.iter().copied().chain(
+            ids.iter()
+                .flat_map(|id| std::iter::once(V::Text(id)).chain(per_row.iter().copied())),
+        );
+        for v in values {
+            explain = match v {
+                V::Int(n) => explain.bind(n),
+                V::Text(t) => explain.bind(t),
+            };
         }
         let rows = explain.fetch_all(&store.pool).await.unwrap();
         rows.iter()
@@ -226,13 +233,22 @@ mod tests {
         let admit = plan(
             &store,
             &admit_sql(Dialect::Postgres, 3),
-            &["pool", "int", "node", "[]", "int", "queued"],
+            &[V::Int(1), V::Int(1)],
+            &[
+                V::Text("pool"),
+                V::Int(0),
+                V::Text("node"),
+                V::Text("[]"),
+                V::Int(0),
+                V::Text("queued"),
+            ],
         )
         .await;
         let wait = plan(
             &store,
             &wait_sql(Dialect::Postgres, 3),
-            &["no_capacity", "words", "queued"],
+            &[],
+            &[V::Text("no_capacity"), V::Text("words"), V::Text("queued")],
         )
         .await;
         for (what, p) in [("admission", &admit), ("wait reasons", &wait)] {

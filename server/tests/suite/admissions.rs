@@ -1,6 +1,7 @@
 //! A large admission: 1,199 jobs admitted in one cycle (on PostgreSQL in multi-row statements
-//! of up to 4,000 parameters, several per table) are each stored once, with both admission
-//! events, one `job.admit` entry and an intact audit chain.
+//! of up to 4,000 parameters, several per table, and in two transactions at once, as are their
+//! 1,199 `running` reports) are each stored once, with both admission events, one `running`
+//! event, one `job.admit` and one `job.running` entry, and an intact audit chain.
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -98,6 +99,18 @@ async fn a_thousand_jobs_admitted_at_once_are_each_stored_once(kind: Kind) {
         (
             "job.admit entries, each job once",
             "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.admit'",
+        ),
+        (
+            "running, each job once",
+            "SELECT COUNT(DISTINCT job_id) FROM job_events WHERE to_state = 'running'",
+        ),
+        (
+            "job.running entries",
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.running'",
+        ),
+        (
+            "job.running entries, each job once",
+            "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.running'",
         ),
     ] {
         assert_eq!(count(sql).await, 1200, "{state}");

@@ -3,7 +3,7 @@
 
 use super::rows::{admit_rows, insert_events, wait_sql, AdmitRow, EventRow};
 use super::*;
-use crate::scheduler::core::Short;
+use crate::scheduler::core::{Admit, Preempt, Short};
 
 /// A waiting job's reason as a code and in plain words.
 /// The words change only when the cause does (not with every admission elsewhere), so a
@@ -136,6 +136,10 @@ fn named(names: &[&str]) -> String {
 /// The event of a job handed to its pool's executor.
 const HANDED: &str = "handed to the pool's executor";
 
+/// Admissions in one cycle from which PostgreSQL commits them in two transactions at once
+/// (see [`Driver::commit`]).
+const SPLIT_ADMITS: usize = 512;
+
 /// What a cycle committed: the ids admitted (and already `starting`), the ids whose preemption was stored, and the
 /// wait reasons written (core job id, code, words).
 pub(super) type Committed = (
@@ -185,17 +189,57 @@ impl Driver {
     /// Commits admissions, preemptions and wait reasons in one transaction with their events
     /// and audit entries. Returns the ids admitted, the ids whose preemption was stored and
     /// the wait reasons written (by the core's job id), which do not stamp `updated_at`.
+    ///
+    /// On PostgreSQL a cycle with at least [`SPLIT_ADMITS`] admissions commits them in two
+    /// transactions at once, each admission whole in one of them (the preemptions and wait
+    /// reasons with the first half): a store with two cores writes them in about half the
+    /// time. Where one half fails, the other stands and the failed half's jobs are decided
+    /// again by the next cycle (as if this one had not admitted them).
     pub(super) async fn commit(
         &self,
         l: &Loaded,
         d: &Decisions,
         now: i64,
     ) -> Result<Committed, sqlx::Error> {
+        if self.store.dialect != Dialect::Postgres || d.admits.len() < SPLIT_ADMITS {
+            return self
+                .commit_part(l, &d.admits, &d.preempts, &d.waiting, now)
+                .await;
+        }
+        let (first, second) = d.admits.split_at(d.admits.len() / 2);
+        let (a, b) = tokio::join!(
+            self.commit_part(l, first, &d.preempts, &d.waiting, now),
+            self.commit_part(l, second, &[], &[], now)
+        );
+        match (a, b) {
+            (Ok(mut a), Ok(b)) => {
+                a.0.extend(b.0);
+                a.1.extend(b.1);
+                a.2.extend(b.2);
+                Ok(a)
+            }
+            (Ok(stood), Err(e)) | (Err(e), Ok(stood)) => {
+                tracing::error!(error = %e, "scheduler: half of a cycle's admissions failed to commit; the next cycle decides them again");
+                Ok(stood)
+            }
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// [`Driver::commit`]'s transaction for some of a cycle's decisions.
+    async fn commit_part(
+        &self,
+        l: &Loaded,
+        admits: &[Admit],
+        preempts: &[Preempt],
+        waiting: &[(u64, WaitReason)],
+        now: i64,
+    ) -> Result<Committed, sqlx::Error> {
         let mut wait_updates = Vec::new();
         // Most waiting jobs share their words (same cause, group and size): written once.
         let mut shared: HashMap<(Option<u32>, i64, WordsKey), (&'static str, String)> =
             HashMap::new();
-        for (job, reason) in &d.waiting {
+        for (job, reason) in waiting {
             let j = &l.jobs[*job as usize];
             let group_index = j.queue.map(|q| l.queue_group[q as usize]);
             let group = group_index
@@ -225,7 +269,7 @@ impl Driver {
                 wait_updates.push((*job, code, text.to_string()));
             }
         }
-        if d.admits.is_empty() && d.preempts.is_empty() && wait_updates.is_empty() {
+        if admits.is_empty() && preempts.is_empty() && wait_updates.is_empty() {
             return Ok((Vec::new(), HashSet::new(), Vec::new()));
         }
         let mut tx = self.store.begin_write().await?;
@@ -233,8 +277,7 @@ impl Driver {
         let mut audits = Vec::new();
         let mut admitted = Vec::new();
         let mut preempted = HashSet::new();
-        let rows: Vec<AdmitRow> = d
-            .admits
+        let rows: Vec<AdmitRow> = admits
             .iter()
             .map(|a| {
                 let pool = a.placement.pool as usize;
@@ -253,7 +296,7 @@ impl Driver {
             })
             .collect();
         let changed = admit_rows(&mut tx, now, &rows).await?;
-        for (a, row) in d.admits.iter().zip(&rows) {
+        for (a, row) in admits.iter().zip(&rows) {
             let j = &l.jobs[a.job as usize];
             let pool = a.placement.pool as usize;
             if !changed.contains(&row.id) {
@@ -295,7 +338,7 @@ impl Driver {
             });
             admitted.push(j.id.clone());
         }
-        for p in &d.preempts {
+        for p in preempts {
             let v = &l.jobs[p.victim as usize];
             let f = &l.jobs[p.for_job as usize];
             let for_group = &l.groups[p.for_group as usize];

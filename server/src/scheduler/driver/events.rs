@@ -357,6 +357,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn halves_keep_each_jobs_events_together_and_in_order() {
+        let running = |j: &str| ExecEvent::Running {
+            job_id: j.into(),
+            handle: format!("h-{j}"),
+        };
+        let exited = |j: &str| ExecEvent::Exited {
+            job_id: j.into(),
+            code: 0,
+        };
+        let evs = vec![
+            running("a"),
+            running("b"),
+            running("c"),
+            exited("a"),
+            running("d"),
+            exited("b"),
+            exited("c"),
+        ];
+        let (x, y) = halves_by_job(&evs);
+        assert_eq!(x.len() + y.len(), evs.len(), "no event lost or doubled");
+        for half in [&x, &y] {
+            for j in ["a", "b", "c", "d"] {
+                let mine: Vec<&ExecEvent> = half.iter().filter(|e| event_job(e) == j).collect();
+                let all: Vec<&ExecEvent> = evs.iter().filter(|e| event_job(e) == j).collect();
+                assert!(
+                    mine.is_empty() || mine == all,
+                    "job {j}: all its events in one half, in order"
+                );
+            }
+        }
+        // About as many jobs on each side.
+        let jobs = |h: &Vec<ExecEvent>| {
+            let mut ids: Vec<&str> = h.iter().map(event_job).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len()
+        };
+        assert_eq!((jobs(&x), jobs(&y)), (2, 2));
+    }
+
+    #[test]
     fn an_exit_during_a_stored_stop_is_that_stop() {
         let exit = ExecEvent::Exited {
             job_id: "j".into(),

@@ -12,7 +12,8 @@ both_stores!(
     a_batch_is_stored_whole_or_not_at_all,
     a_retried_submit_with_its_key_creates_nothing,
     concurrent_submits_committed_together_keep_caps_and_keys,
-    a_submit_sees_the_queue_profile_and_pools_as_just_changed
+    a_submit_sees_the_queue_profile_and_pools_as_just_changed,
+    group_commits_between_other_writes_of_the_chain_keep_every_job_once
 );
 
 /// Submits remember a queue's profile and pools between requests (store/config_cache.rs): a
@@ -410,6 +411,73 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
         15
     );
     app.assert_audit_intact("concurrent submits keep the chain intact")
+        .await;
+    app.finish().await;
+}
+
+/// Waves of concurrent single submits (group commits) with other writes of the tenant's `api`
+/// audit chain between them: every job is stored once, with its event and its entry, and the
+/// chain stays intact.
+async fn group_commits_between_other_writes_of_the_chain_keep_every_job_once(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    let s = setup(&app, "acme").await;
+    let q = small_queue(&app, &s).await;
+    let body = |name: String| json!({"queue_id": q, "name": name, "command": "train.py"});
+    let pool = app.state.store.pool.clone();
+    let scalar = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(&sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let groups_before =
+        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'".into()).await;
+    let mut created = std::collections::BTreeSet::new();
+    for wave in 0..4 {
+        let answers = futures::future::join_all(
+            (0..24).map(|i| app.post("/api/v1/jobs", &s.member, body(format!("w{wave}-{i}")))),
+        )
+        .await;
+        for r in &answers {
+            assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+            assert!(created.insert(r.body["id"].as_str().unwrap().to_string()));
+        }
+        // Another write of the same chain: the next wave's first group finds the head moved.
+        let g = app
+            .post(
+                "/api/v1/groups",
+                &s.admin,
+                json!({"name": format!("other-{wave}")}),
+            )
+            .await;
+        assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
+    }
+    assert_eq!(created.len(), 96);
+    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 96);
+    assert_eq!(
+        scalar("SELECT COUNT(DISTINCT job_id) FROM job_events WHERE from_state IS NULL AND to_state = 'queued'".into()).await,
+        96
+    );
+    assert_eq!(scalar("SELECT COUNT(*) FROM job_events".into()).await, 96);
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
+        96
+    );
+    assert_eq!(
+        scalar(
+            "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.submit'".into()
+        )
+        .await,
+        96
+    );
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'".into()).await,
+        groups_before + 4
+    );
+    app.assert_audit_intact("group commits between other writes keep the chain intact")
         .await;
     app.finish().await;
 }

@@ -93,6 +93,14 @@ async fn a_submit_sees_the_queue_profile_and_pools_as_just_changed(kind: Kind) {
 }
 
 /// `POST` with `Idempotency-Key` through the router, as a client retrying would send it.
+/// One number the store answers.
+async fn count(app: &TestApp, sql: impl AsRef<str>) -> i64 {
+    sqlx::query_scalar::<_, i64>(sql.as_ref())
+        .fetch_one(&app.state.store.pool)
+        .await
+        .unwrap()
+}
+
 async fn submit_with_key(
     app: &TestApp,
     token: &str,
@@ -116,15 +124,6 @@ async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
     let s = setup(&app, "acme").await;
     let q = small_queue(&app, &s).await;
     let body = json!({"queue_id": q, "name": "train", "command": "train.py", "gpu_milli": 1000, "duration_ms": 60000});
-    let count = |app: &TestApp| {
-        let pool = app.state.store.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs")
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
 
     // A retry (or a double click) with the same key and body: the same job, nothing new.
     let first = submit_with_key(&app, &s.member, "/api/v1/jobs", "k-1", &body).await;
@@ -134,7 +133,7 @@ async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
     assert_eq!(again.status, StatusCode::CREATED, "{}", again.text);
     assert_eq!(again.headers["idempotent-replayed"], "true");
     assert_eq!(again.body["id"], first.body["id"]);
-    assert_eq!(count(&app).await, 1);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 1);
 
     // The same key with another body is refused, naming the header.
     let mut other = body.clone();
@@ -156,11 +155,11 @@ async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
     assert_eq!(by_admin.status, StatusCode::CREATED, "{}", by_admin.text);
     assert!(by_admin.headers.get("idempotent-replayed").is_none());
     assert_ne!(by_admin.body["id"], first.body["id"]);
-    assert_eq!(count(&app).await, 2);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 2);
     // A bad key is a 422, not a silent submit without one.
     let bad = submit_with_key(&app, &s.member, "/api/v1/jobs", "has space", &body).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
-    assert_eq!(count(&app).await, 2);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 2);
 
     // Eight concurrent requests with one key: one job.
     let concurrent = futures::future::join_all(
@@ -175,7 +174,7 @@ async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
         })
         .collect();
     assert_eq!(ids.len(), 1, "one job for one key");
-    assert_eq!(count(&app).await, 3);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 3);
 
     // Batches too: the replay answers with the same jobs in the same order.
     let batch = json!({"jobs": [body.clone(), other.clone()]});
@@ -184,7 +183,7 @@ async fn a_retried_submit_with_its_key_creates_nothing(kind: Kind) {
     let b2 = submit_with_key(&app, &s.member, "/api/v1/jobs/batch", "b-1", &batch).await;
     assert_eq!(b2.headers["idempotent-replayed"], "true");
     assert_eq!(b1.body["jobs"], b2.body["jobs"]);
-    assert_eq!(count(&app).await, 5);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 5);
     // One audit entry per job created, none for replays.
     let audit = app.get("/api/v1/audit?action=job.submit", &s.admin).await;
     assert_eq!(audit.body["items"].as_array().unwrap().len(), 5);
@@ -297,16 +296,6 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
     let s = setup(&app, "acme").await;
     let q = small_queue(&app, &s).await;
     let body = |name: String| json!({"queue_id": q, "name": name, "command": "train.py", "gpu_milli": 1000, "duration_ms": 60000});
-    let pool = app.state.store.pool.clone();
-    let scalar = |sql: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(&sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
 
     // 32 at once against a cap of 10 waiting jobs per user: exactly 10 stored.
     let answers = futures::future::join_all(
@@ -334,23 +323,30 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
         }
     }
     assert_eq!(created.len(), 10, "the cap holds within a group commit");
-    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 10);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 10);
     // Each stored job has its first event and its audit entry; nothing of the refused ones.
     let list = created
         .iter()
         .map(|id| format!("'{id}'"))
         .collect::<Vec<_>>()
         .join(", ");
-    let events = scalar(format!("SELECT COUNT(*) FROM job_events WHERE to_state = 'queued' AND from_state IS NULL AND job_id IN ({list})")).await;
+    let events = count(&app, format!("SELECT COUNT(*) FROM job_events WHERE to_state = 'queued' AND from_state IS NULL AND job_id IN ({list})")).await;
     assert_eq!(events, 10);
-    assert_eq!(scalar("SELECT COUNT(*) FROM job_events".into()).await, 10);
-    let audited = scalar(format!(
-        "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit' AND target_id IN ({list})"
-    ))
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM job_events").await, 10);
+    let audited = count(
+        &app,
+        format!(
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit' AND target_id IN ({list})"
+        ),
+    )
     .await;
     assert_eq!(audited, 10);
     assert_eq!(
-        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
+        count(
+            &app,
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'"
+        )
+        .await,
         10
     );
 
@@ -386,7 +382,7 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
         .count();
     assert_eq!(fresh, 1, "the others are replays");
     assert!(without.iter().all(|r| r.status == StatusCode::CREATED));
-    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 15);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 15);
     // The key with another body at the same time as a retry: the retry replays, the other
     // body is refused, nothing new is stored.
     let mut other = keyed.clone();
@@ -405,9 +401,13 @@ async fn concurrent_submits_committed_together_keep_caps_and_keys(kind: Kind) {
         clash.text
     );
     assert_eq!(clash.body["errors"][0]["field"], "Idempotency-Key");
-    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 15);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 15);
     assert_eq!(
-        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
+        count(
+            &app,
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'"
+        )
+        .await,
         15
     );
     app.assert_audit_intact("concurrent submits keep the chain intact")
@@ -423,18 +423,11 @@ async fn group_commits_between_other_writes_of_the_chain_keep_every_job_once(kin
     let s = setup(&app, "acme").await;
     let q = small_queue(&app, &s).await;
     let body = |name: String| json!({"queue_id": q, "name": name, "command": "train.py"});
-    let pool = app.state.store.pool.clone();
-    let scalar = |sql: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(&sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    let groups_before =
-        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'".into()).await;
+    let groups_before = count(
+        &app,
+        "SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'",
+    )
+    .await;
     let mut created = std::collections::BTreeSet::new();
     for wave in 0..4 {
         let answers = futures::future::join_all(
@@ -456,25 +449,34 @@ async fn group_commits_between_other_writes_of_the_chain_keep_every_job_once(kin
         assert_eq!(g.status, StatusCode::CREATED, "{}", g.text);
     }
     assert_eq!(created.len(), 96);
-    assert_eq!(scalar("SELECT COUNT(*) FROM jobs".into()).await, 96);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM jobs").await, 96);
     assert_eq!(
-        scalar("SELECT COUNT(DISTINCT job_id) FROM job_events WHERE from_state IS NULL AND to_state = 'queued'".into()).await,
+        count(&app, "SELECT COUNT(DISTINCT job_id) FROM job_events WHERE from_state IS NULL AND to_state = 'queued'").await,
         96
     );
-    assert_eq!(scalar("SELECT COUNT(*) FROM job_events".into()).await, 96);
+    assert_eq!(count(&app, "SELECT COUNT(*) FROM job_events").await, 96);
     assert_eq!(
-        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'".into()).await,
-        96
-    );
-    assert_eq!(
-        scalar(
-            "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.submit'".into()
+        count(
+            &app,
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'job.submit'"
         )
         .await,
         96
     );
     assert_eq!(
-        scalar("SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'".into()).await,
+        count(
+            &app,
+            "SELECT COUNT(DISTINCT target_id) FROM audit_log WHERE action = 'job.submit'"
+        )
+        .await,
+        96
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT COUNT(*) FROM audit_log WHERE action = 'group.create'"
+        )
+        .await,
         groups_before + 4
     );
     app.assert_audit_intact("group commits between other writes keep the chain intact")

@@ -6,6 +6,7 @@
 //! fail with `SQLITE_BUSY` under concurrency instead of waiting. On PostgreSQL row locks do the
 //! serialising (see the audit chain head).
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -381,8 +382,8 @@ impl Dialect {
             match self {
                 Dialect::Sqlite => sql.push('?'),
                 Dialect::Postgres => {
-                    sql.push('$');
-                    push_number(sql, start + i);
+                    // Formats into `sql` itself: no string of its own.
+                    let _ = write!(sql, "${}", start + i);
                 }
             }
         }
@@ -412,23 +413,6 @@ impl Dialect {
     /// value used at two places is bound twice.
     pub fn param(self, n: usize) -> String {
         self.params(n, 1)
-    }
-}
-
-/// Appends `n` in decimal.
-fn push_number(sql: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
-        sql.push(char::from(d));
     }
 }
 

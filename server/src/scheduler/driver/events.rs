@@ -20,19 +20,29 @@ impl Driver {
     /// writes them in about half the time). Where one fails, the whole batch is applied
     /// again: the half that committed finds its jobs moved on and writes nothing twice.
     pub(super) async fn apply_events(&mut self, evs: &[ExecEvent]) -> Result<(), sqlx::Error> {
-        let done = if self.store.dialect == Dialect::Postgres && evs.len() >= SPLIT_EVENTS {
+        let parts = if self.store.dialect == Dialect::Postgres && evs.len() >= SPLIT_EVENTS {
             let (a, b) = halves_by_job(evs);
             let (a, b) = tokio::join!(self.apply_part(&a), self.apply_part(&b));
-            let mut done = a?;
-            done.extend(b?);
-            done
+            vec![a, b]
         } else {
-            self.apply_part(evs).await?
+            vec![self.apply_part(evs).await]
         };
-        for id in &done {
-            self.stops_sent.remove(id);
+        // The stops a committed half ended are over even where the other half failed: its
+        // retry finds those jobs ended and would not report them again.
+        let mut failed = None;
+        for part in parts {
+            match part {
+                Ok(done) => {
+                    for id in &done {
+                        self.stops_sent.remove(id);
+                    }
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Commits `evs` (see [`Driver::apply_events`]); the jobs whose stop is over.

@@ -57,18 +57,8 @@ fn pool_options() -> AnyPoolOptions {
 }
 
 /// PostgreSQL connections kept for write transactions (see `Store::write_pool`): the submits'
-/// group commit and its read of the waiting jobs beside it, the scheduler's driver (two
-/// transactions at once for a large cycle) and the API's other writes.
-const WRITE_CONNECTIONS: u32 = 6;
-
-/// What the write connections run before their first statement. Their statements find rows by
-/// their ids (and the driver's and the group commit's by many ids at once), so one plan per
-/// statement serves every execution. PostgreSQL's default plans each execution anew while the
-/// plan made for given values is estimated cheaper than the one made for any values, and for
-/// a table that grows by thousands of rows a second the estimates of earlier, smaller tables
-/// keep it so: the pending caps' count (`scheduler/jobs/caps.rs`) was planned 376 times in
-/// 467 executions, more time planning than running, in a benchmark of 5,000 single submits.
-const WRITE_SESSION: &str = "SET plan_cache_mode = force_generic_plan";
+/// group commit, the scheduler's driver and the API's other writes.
+const WRITE_CONNECTIONS: u32 = 4;
 
 #[derive(Clone)]
 pub struct Store {
@@ -255,13 +245,6 @@ impl Store {
                 pool_options()
                     .max_connections(WRITE_CONNECTIONS)
                     .acquire_timeout(Duration::from_secs(10))
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            use sqlx::Executor;
-                            conn.execute(WRITE_SESSION).await?;
-                            Ok(())
-                        })
-                    })
                     .connect(url)
                     .await?,
             ),
@@ -317,13 +300,6 @@ impl Store {
             now: self.clock.now_ms(),
             dialect: self.dialect,
         })
-    }
-
-    /// The write connections, for a read that belongs to a write outside its transaction (the
-    /// group commit's count of waiting jobs, read while its `BEGIN` is on its way): planned as
-    /// the writes are ([`WRITE_SESSION`]). SQLite: the one pool.
-    pub fn write_side(&self) -> &AnyPool {
-        self.write_pool.as_ref().unwrap_or(&self.pool)
     }
 
     /// How many commits that change scheduling state this process has seen (a commit

@@ -184,7 +184,7 @@ async fn begin(store: &Store, group: &[Waiting]) -> (Result<WriteTx, sqlx::Error
             )
         })
         .collect();
-    let (tx, read) = tokio::join!(store.begin_write(), Tally::read(store.write_side(), &keys));
+    let (tx, read) = tokio::join!(store.begin_write(), Tally::read(&store.pool, &keys));
     // Not read: the transaction reads them itself.
     (tx, read.unwrap_or_default())
 }

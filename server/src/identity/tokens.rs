@@ -4,6 +4,8 @@
 use serde_json::json;
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use app::access::Action;
 use app::model::*;
@@ -37,18 +39,41 @@ fn me_from_row(r: &AnyRow) -> Result<Me, sqlx::Error> {
     })
 }
 
+/// A token's caller as its last lookup found it, kept in the store's access cache
+/// ([`crate::store::config_cache::AccessCache`]) until access changes.
+struct KnownToken {
+    principal: Principal,
+    token_id: String,
+    expires_at: i64,
+    /// When its use was last recorded, or `i64::MIN`: moved on by whichever request records it.
+    last_used_at: AtomicI64,
+}
+
 /// Who is calling, from a bearer token. `None` for unknown, expired or revoked tokens and for
-/// disabled users: all checked on every request, so revocation takes effect at once.
+/// disabled users: checked on every request, so revocation takes effect at once. What a lookup
+/// found is kept until access changes (a token revoked or deleted, a user disabled, renamed or
+/// deleted: each such commit moves the store's access generation on, and another replica's
+/// reaches this one through the change feed), and the token's expiry is checked on every use.
 pub async fn principal_from_token(
     store: &Store,
     token: &str,
     now: i64,
 ) -> Result<Option<Principal>, sqlx::Error> {
+    let digest = secret::digest(token);
+    // Read before the lookup: a change committed while it runs leaves its entry stale.
+    let generation = store.access_generation();
+    if let Some(k) = store.access.get::<KnownToken>(&digest, generation) {
+        if k.expires_at > now {
+            record_use(store, &k.token_id, &k.last_used_at, now).await?;
+            return Ok(Some(k.principal.clone()));
+        }
+        store.access.forget(&digest);
+    }
     let row = sqlx::query(&format!(
-        "SELECT {ME_COLUMNS}, k.id AS token_id, k.last_used_at FROM {ME_FROM} JOIN api_tokens k ON k.user_id = u.id AND k.tenant_id = u.tenant_id
+        "SELECT {ME_COLUMNS}, k.id AS token_id, k.last_used_at, k.expires_at FROM {ME_FROM} JOIN api_tokens k ON k.user_id = u.id AND k.tenant_id = u.tenant_id
          WHERE k.token_hash = $1 AND k.revoked_at IS NULL AND k.expires_at > $2 AND u.disabled = 0"
     ))
-    .bind(secret::digest(token))
+    .bind(&digest)
     .bind(now)
     .fetch_optional(&store.pool)
     .await?;
@@ -56,20 +81,47 @@ pub async fn principal_from_token(
     let me = me_from_row(&row)?;
     let token_id: String = row.try_get("token_id")?;
     let last_used: Option<i64> = row.try_get("last_used_at")?;
-    // Record use at most once a minute per token, so reads stay reads (on SQLite even an
-    // UPDATE that changes nothing waits for the write lock).
-    if last_used.is_none_or(|t| t < now - 60_000) {
-        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)")
-            .bind(now)
-            .bind(&token_id)
-            .bind(now - 60_000)
-            .execute(&store.pool)
-            .await?;
-    }
-    Ok(Some(Principal {
+    let principal = Principal {
         me,
-        auth: Auth::Token { token_id },
-    }))
+        auth: Auth::Token {
+            token_id: token_id.clone(),
+        },
+    };
+    let known = Arc::new(KnownToken {
+        principal: principal.clone(),
+        token_id,
+        expires_at: row.try_get("expires_at")?,
+        last_used_at: AtomicI64::new(last_used.unwrap_or(i64::MIN)),
+    });
+    record_use(store, &known.token_id, &known.last_used_at, now).await?;
+    store.access.put(&digest, generation, known);
+    Ok(Some(principal))
+}
+
+/// Records a token's use at most once a minute, so reads stay reads (on SQLite even an UPDATE
+/// that changes nothing waits for the write lock): only the request that moves `last_used_at`
+/// on writes.
+async fn record_use(
+    store: &Store,
+    token_id: &str,
+    last_used_at: &AtomicI64,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let last = last_used_at.load(Ordering::Relaxed);
+    if last >= now - 60_000
+        || last_used_at
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return Ok(());
+    }
+    sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)")
+        .bind(now)
+        .bind(token_id)
+        .bind(now - 60_000)
+        .execute(&store.pool)
+        .await?;
+    Ok(())
 }
 
 /// Who is calling, from the session cookie's value.
@@ -417,6 +469,8 @@ pub async fn revoke_token(
         .bind(id)
         .execute(&mut *tx.tx)
         .await?;
+    // Its caller is no longer known (the access cache, `principal_from_token`).
+    tx.access_changed();
     audit::record(
         &mut tx,
         now,
@@ -456,7 +510,7 @@ pub async fn revoke_tokens_of(
     user_id: &str,
     now: i64,
 ) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(
+    let n = sqlx::query(
         "UPDATE api_tokens SET revoked_at = $1 WHERE tenant_id = $2 AND user_id = $3 AND revoked_at IS NULL",
     )
     .bind(now)
@@ -464,7 +518,9 @@ pub async fn revoke_tokens_of(
     .bind(user_id)
     .execute(&mut *tx.tx)
     .await?
-    .rows_affected())
+    .rows_affected();
+    tx.access_changed();
+    Ok(n)
 }
 
 /// Deletes every session and API token of a user (the user is being deleted).
@@ -479,5 +535,6 @@ pub async fn delete_credentials_of(
         .bind(user_id)
         .execute(&mut *tx.tx)
         .await?;
+    tx.access_changed();
     Ok(())
 }

@@ -97,3 +97,56 @@ mod tests {
         assert!(c.get::<u32>("t", "q").is_none());
     }
 }
+
+/// Values that stay true until access changes: a caller's identity, read from its API token on
+/// every request. An entry holds the access generation ([`Store::access_generation`]) read
+/// *before* the read that made it and is used only while the generation is still that one: a
+/// commit here that changes access (a token revoked, a user disabled, renamed or deleted) or
+/// another replica's announced change makes it stale at once. Entries are also dropped after
+/// [`TTL`], so a change that reached the store some other way counts after at most that.
+///
+/// [`Store::access_generation`]: super::Store::access_generation
+#[derive(Default)]
+pub struct AccessCache {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+/// The most entries kept: beyond, the cache starts afresh (each is read again on its next use).
+const ACCESS_ENTRIES: usize = 10_000;
+
+impl AccessCache {
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry of `key` if it was read at access generation `generation`, at most [`TTL`] ago.
+    pub fn get<T: Any + Send + Sync>(&self, key: &str, generation: u64) -> Option<Arc<T>> {
+        let entries = self.entries();
+        let e = entries.get(key)?;
+        if e.generation != generation || e.at.elapsed() > TTL {
+            return None;
+        }
+        e.value.clone().downcast::<T>().ok()
+    }
+
+    /// Keeps `value`, read after the access generation was `generation`.
+    pub fn put<T: Any + Send + Sync>(&self, key: &str, generation: u64, value: Arc<T>) {
+        let mut entries = self.entries();
+        if entries.len() >= ACCESS_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(
+            key.to_string(),
+            Entry {
+                generation,
+                at: Instant::now(),
+                value,
+            },
+        );
+    }
+
+    /// Forgets `key` (its value is known to be stale).
+    pub fn forget(&self, key: &str) {
+        self.entries().remove(key);
+    }
+}

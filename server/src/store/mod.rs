@@ -86,6 +86,8 @@ pub struct Store {
     url: Arc<str>,
     /// Configuration read per request, kept until a configuration change commits.
     pub config: Arc<config_cache::ConfigCache>,
+    /// Identities read per request (API tokens), kept until access changes.
+    pub access: Arc<config_cache::AccessCache>,
     /// The time source ([`Clock::system`] unless a test swaps in a manual one).
     pub clock: Clock,
 }
@@ -260,6 +262,7 @@ impl Store {
             access_channel: Arc::from(""),
             url: Arc::from(url),
             config: Default::default(),
+            access: Default::default(),
             clock: Clock::system(),
         };
         if dialect == Dialect::Postgres {

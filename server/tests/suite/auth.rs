@@ -333,6 +333,23 @@ async fn disabled_user_loses_access_at_once(kind: Kind) {
         .as_str()
         .unwrap()
         .to_string();
+    // The member's token is in use (its caller is known between requests): a change to the
+    // user shows on its very next request.
+    let me = app.get("/api/v1/me", &member).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.text);
+    assert_ne!(me.body["display_name"], "Renamed Member");
+    let r = app
+        .patch(
+            &format!("/api/v1/users/{member_id}"),
+            &admin,
+            json!({"display_name": "Renamed Member"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(
+        app.get("/api/v1/me", &member).await.body["display_name"],
+        "Renamed Member"
+    );
     let r = app
         .patch(
             &format!("/api/v1/users/{member_id}"),
@@ -385,6 +402,8 @@ async fn logout_revokes_the_token(kind: Kind) {
     let app = TestApp::new(kind).await;
     app.seed_tenant("acme").await;
     let token = app.login("acme", "member").await;
+    // In use before: its caller is known between requests.
+    assert_eq!(app.get("/api/v1/me", &token).await.status, StatusCode::OK);
     let r = app
         .call(Method::POST, "/api/v1/auth/logout", Some(&token), None)
         .await;

@@ -444,19 +444,29 @@ pub async fn set_profile_from_idp(
     display_name: Option<&str>,
     email: Option<&str>,
 ) -> Result<(), sqlx::Error> {
+    let mut changed = 0;
     if let Some(d) = display_name {
-        sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
-            .bind(d)
-            .bind(user_id)
-            .execute(&mut *tx.tx)
-            .await?;
+        changed +=
+            sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2 AND display_name <> $1")
+                .bind(d)
+                .bind(user_id)
+                .execute(&mut *tx.tx)
+                .await?
+                .rows_affected();
     }
     if let Some(e) = email {
-        sqlx::query("UPDATE users SET email = $1 WHERE id = $2")
-            .bind(e)
-            .bind(user_id)
-            .execute(&mut *tx.tx)
-            .await?;
+        changed += sqlx::query(
+            "UPDATE users SET email = $1 WHERE id = $2 AND (email IS NULL OR email <> $1)",
+        )
+        .bind(e)
+        .bind(user_id)
+        .execute(&mut *tx.tx)
+        .await?
+        .rows_affected();
+    }
+    if changed > 0 {
+        // Callers known by their tokens are read again (`identity::tokens`).
+        tx.access_changed();
     }
     Ok(())
 }
@@ -520,7 +530,7 @@ pub async fn rename_user(
     user_id: &str,
     username: &str,
 ) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(
+    let n = sqlx::query(
         "UPDATE users SET username = $1 WHERE tenant_id = $2 AND id = $3 AND username <> $1",
     )
     .bind(username)
@@ -528,5 +538,9 @@ pub async fn rename_user(
     .bind(user_id)
     .execute(&mut *tx.tx)
     .await?
-    .rows_affected())
+    .rows_affected();
+    if n > 0 {
+        tx.access_changed();
+    }
+    Ok(n)
 }

@@ -14,6 +14,7 @@ both_stores!(
     tokens_are_hashed_listed_and_revocable,
     session_cookie_needs_csrf_for_api_writes,
     disabled_user_loses_access_at_once,
+    deleted_user_loses_access_at_once,
     logout_revokes_the_token
 );
 
@@ -395,6 +396,29 @@ async fn disabled_user_loses_access_at_once(kind: Kind) {
         )
         .await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    app.finish().await;
+}
+
+/// A deleted user's token, in use until then, is refused on its next request (its caller is
+/// known between requests only until access changes).
+async fn deleted_user_loses_access_at_once(kind: Kind) {
+    let app = TestApp::new(kind).await;
+    app.seed_tenant("acme").await;
+    let admin = app.login("acme", "admin").await;
+    let member = app.login("acme", "member").await;
+    let me = app.get("/api/v1/me", &member).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.text);
+    let id = me.body["user_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        app.delete(&format!("/api/v1/users/{id}"), &admin)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        app.get("/api/v1/me", &member).await.status,
+        StatusCode::UNAUTHORIZED
+    );
     app.finish().await;
 }
 

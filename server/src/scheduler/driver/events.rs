@@ -307,7 +307,7 @@ impl Driver {
 const SPLIT_EVENTS: usize = 512;
 
 /// `evs` in two halves of about as many jobs, each job's events in one half, in order.
-fn halves_by_job(evs: &[ExecEvent]) -> (Vec<ExecEvent>, Vec<ExecEvent>) {
+pub(super) fn halves_by_job(evs: &[ExecEvent]) -> (Vec<ExecEvent>, Vec<ExecEvent>) {
     let mut side: HashMap<&str, bool> = HashMap::new();
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for ev in evs {

@@ -33,6 +33,8 @@ mod events;
 mod live;
 mod rows;
 mod snapshot;
+#[cfg(test)]
+mod split_tests;
 mod stats;
 mod summary;
 
@@ -134,25 +136,7 @@ pub fn start(
     cfg: DriverConfig,
     handle: SchedulerHandle,
 ) -> tokio::task::JoinHandle<()> {
-    let (tx, rx) = unbounded_channel();
-    let sim: Arc<dyn Executor> =
-        Arc::new(SimulatedExecutor::new(tx.clone(), cfg.sim_checkpoint_ms));
-    let local = local_executor(&cfg, tx);
-    let mut d = Driver {
-        store,
-        cfg,
-        handle,
-        rx,
-        sim,
-        local,
-        stops_sent: HashSet::new(),
-        live: None,
-        meta: RequestMeta {
-            source_ip: String::new(),
-            request_id: "scheduler".into(),
-        },
-        actor: Actor::system("scheduler"),
-    };
+    let mut d = Driver::new(store, cfg, handle);
     tokio::spawn(async move { d.run().await })
 }
 
@@ -172,6 +156,28 @@ struct Driver {
 }
 
 impl Driver {
+    fn new(store: Store, cfg: DriverConfig, handle: SchedulerHandle) -> Driver {
+        let (tx, rx) = unbounded_channel();
+        let sim: Arc<dyn Executor> =
+            Arc::new(SimulatedExecutor::new(tx.clone(), cfg.sim_checkpoint_ms));
+        let local = local_executor(&cfg, tx);
+        Driver {
+            store,
+            cfg,
+            handle,
+            rx,
+            sim,
+            local,
+            stops_sent: HashSet::new(),
+            live: None,
+            meta: RequestMeta {
+                source_ip: String::new(),
+                request_id: "scheduler".into(),
+            },
+            actor: Actor::system("scheduler"),
+        }
+    }
+
     /// Appends the driver's entries to its tenants' [`Chain::Scheduler`] chains, inside `tx`.
     async fn audit(
         &self,

@@ -519,7 +519,9 @@ pub async fn revoke_tokens_of(
     .execute(&mut *tx.tx)
     .await?
     .rows_affected();
-    tx.access_changed();
+    if n > 0 {
+        tx.access_changed();
+    }
     Ok(n)
 }
 

@@ -25,6 +25,8 @@ pub mod dialects;
 mod feed;
 pub mod in_use;
 pub mod owners;
+#[cfg(test)]
+pub(crate) mod scratch;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");

@@ -187,23 +187,8 @@ mod tests {
     /// the waiting jobs).
     #[tokio::test]
     async fn multi_row_writes_find_each_row_by_id_whatever_the_statistics_say() {
-        sqlx::any::install_default_drivers();
-        let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let admin = sqlx::AnyPool::connect(&base).await.unwrap_or_else(|e| {
-            panic!(
-                "PostgreSQL is required at {base}: {e}. Start it or set SWITCHYARD_TEST_POSTGRES."
-            )
-        });
-        let schema = format!("sy_plan_{}", uuid::Uuid::new_v4().simple());
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let store = Store::connect(&format!("{base}{sep}options=-c%20search_path%3D{schema}"))
-            .await
-            .unwrap();
+        let scratch = crate::store::scratch::Scratch::new("sy_plan").await;
+        let store = &scratch.store;
         let mut conn = store.pool.acquire().await.unwrap();
         // Rows without their tenant, queue and group: foreign keys are not checked here.
         sqlx::query("SET session_replication_role = replica")
@@ -231,7 +216,7 @@ mod tests {
             .unwrap();
         drop(conn);
         let admit = plan(
-            &store,
+            store,
             &admit_sql(Dialect::Postgres, 3),
             &[V::Int(1), V::Int(1)],
             &[
@@ -245,7 +230,7 @@ mod tests {
         )
         .await;
         let wait = plan(
-            &store,
+            store,
             &wait_sql(Dialect::Postgres, 3),
             &[],
             &[V::Text("no_capacity"), V::Text("words"), V::Text("queued")],
@@ -263,10 +248,6 @@ mod tests {
                 "the {what} statement does not find its rows by id:\n{p}"
             );
         }
-        store.pool.close().await;
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        scratch.finish().await;
     }
 }

@@ -14,22 +14,9 @@ use super::*;
 /// (its executor never heard of the second stop).
 #[tokio::test]
 async fn a_committed_half_forgets_its_ended_stops_when_the_other_half_fails() {
-    sqlx::any::install_default_drivers();
-    let base = std::env::var("SWITCHYARD_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let admin = sqlx::AnyPool::connect(&base).await.unwrap_or_else(|e| {
-        panic!("PostgreSQL is required at {base}: {e}. Start it or set SWITCHYARD_TEST_POSTGRES.")
-    });
-    let schema = format!("sy_split_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let store = Store::connect(&format!("{base}{sep}options=-c%20search_path%3D{schema}"))
-        .await
-        .unwrap();
-    crate::demo::seed(&store).await.unwrap();
+    let scratch = crate::store::scratch::Scratch::new("sy_split").await;
+    let store = &scratch.store;
+    crate::demo::seed(store).await.unwrap();
     let q = sqlx::query(
         "SELECT q.id, p.group_id, q.tenant_id, u.id AS user_id, u.username FROM queues q
          JOIN policies p ON p.id = q.policy_id JOIN users u ON u.tenant_id = q.tenant_id
@@ -136,9 +123,5 @@ async fn a_committed_half_forgets_its_ended_stops_when_the_other_half_fails() {
         assert!(d.stops_sent.contains(id), "{id}: still being stopped");
     }
     drop(d);
-    store.pool.close().await;
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-        .execute(&admin)
-        .await
-        .unwrap();
+    scratch.finish().await;
 }

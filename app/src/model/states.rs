@@ -167,8 +167,16 @@ text_enum! {
     AuditChain {
         /// Requests, the CLI, sign-in: everything but the scheduler's driver.
         Api = "api",
+        /// Lanes of `api` for batch submits on PostgreSQL: a batch takes whichever lane no
+        /// other transaction holds, so concurrent batches do not wait for each other.
+        Api1 = "api.1",
+        Api2 = "api.2",
+        Api3 = "api.3",
         /// The scheduler's driver: admissions, preemptions, the executors' reports, job ends.
         Scheduler = "scheduler",
+        /// The driver's second lane: the second half of a large cycle's writes, committed
+        /// beside the first (PostgreSQL).
+        Scheduler1 = "scheduler.1",
     }
 }
 

@@ -6,10 +6,12 @@
 //! middle (a seq gap or broken link) and a deleted tail (head ahead of the last entry). A
 //! transaction holds its chain's head until it commits, so appends to one chain are serialised
 //! (across replicas too); the scheduler's driver has a chain of its own so that its large
-//! admissions and the API's submits do not wait for each other. Entries are listed across
-//! chains by `id`.
+//! admissions and the API's submits do not wait for each other, and on PostgreSQL batch
+//! submits and the driver's second half of a large cycle have lanes of their own
+//! ([`lanes`]). Entries are listed across chains by `id`.
 
 pub mod api;
+pub mod lanes;
 mod verify;
 
 pub use verify::{verify, ChainReport};
@@ -325,7 +327,7 @@ pub async fn append_each_locked(
             }
         };
         let seq = head.try_get::<i64, _>("seq")?;
-        if seq == 0 && chain != Chain::Api {
+        if seq == 0 && lanes::opens_with_first_entry(chain) {
             open_chain(tx, now, t, chain).await?;
         }
         heads.insert(t.to_string(), (seq, head.try_get::<String, _>("hash")?));

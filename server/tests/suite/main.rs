@@ -7,6 +7,7 @@ mod access;
 mod admissions;
 mod audit;
 mod audit_chains;
+mod audit_lanes;
 mod auth;
 mod changes;
 mod cli;

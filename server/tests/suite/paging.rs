@@ -31,13 +31,14 @@ async fn walk(app: &TestApp, token: &str, path: &str, limit: usize) -> Vec<Value
     panic!("{path}: more than 100 pages");
 }
 
-/// Each item's identity: its `id`, or for audit entries its tenant chain position.
+/// Each item's identity: its `id`, or for audit entries its position in its tenant's chain
+/// (a batch may be written on a lane of `api`, whose positions count from 1 as well).
 fn ids(items: &[Value]) -> Vec<String> {
     items
         .iter()
         .map(|i| match i["id"].as_str() {
             Some(id) => id.to_string(),
-            None => format!("{}#{}", i["tenant_id"], i["seq"]),
+            None => format!("{}#{}#{}", i["tenant_id"], i["chain"], i["seq"]),
         })
         .collect()
 }

@@ -402,6 +402,10 @@ impl<T: Io> Conn<T> {
         client_close: bool,
     ) -> bool {
         let stats = guard.endpoint;
+        // Released before the body's last bytes go out: a client that sends its next request
+        // as soon as it has read this answer must find the instance no longer counted busy (or
+        // the bounded load may move its session at low load).
+        let mut guard = Some(guard);
         let mut meter = resp.meter;
         ubuf.advance(resp.len);
         let close = client_close || resp.framing == Framing::Close;
@@ -456,6 +460,9 @@ impl<T: Io> Conn<T> {
             body_bytes += sent;
             out.extend_from_slice(&ubuf[..take]);
             let extra = ubuf.len() > take;
+            if done {
+                guard = None;
+            }
             if !out.is_empty() {
                 let written =
                     self.io.write_all(&out).await.is_ok() && self.io.flush().await.is_ok();

@@ -192,9 +192,11 @@ impl Driver {
     ///
     /// On PostgreSQL a cycle with at least [`SPLIT_ADMITS`] admissions commits them in two
     /// transactions at once, each admission whole in one of them (the preemptions and wait
-    /// reasons with the first half): a store with two cores writes them in about half the
-    /// time. Where one half fails, the other stands and the failed half's jobs are decided
-    /// again by the next cycle (as if this one had not admitted them).
+    /// reasons with the first half), each half's audit entries on a lane of its own
+    /// ([`Chain::Scheduler`], [`Chain::Scheduler1`]) so that neither waits for the other's
+    /// chain head: a store with two cores writes them in about half the time. Where one half
+    /// fails, the other stands and the failed half's jobs are decided again by the next
+    /// cycle (as if this one had not admitted them).
     pub(super) async fn commit(
         &self,
         l: &Loaded,
@@ -203,13 +205,13 @@ impl Driver {
     ) -> Result<Committed, sqlx::Error> {
         if self.store.dialect != Dialect::Postgres || d.admits.len() < SPLIT_ADMITS {
             return self
-                .commit_part(l, &d.admits, &d.preempts, &d.waiting, now)
+                .commit_part(l, &d.admits, &d.preempts, &d.waiting, now, Chain::Scheduler)
                 .await;
         }
         let (first, second) = d.admits.split_at(d.admits.len() / 2);
         let (a, b) = tokio::join!(
-            self.commit_part(l, first, &d.preempts, &d.waiting, now),
-            self.commit_part(l, second, &[], &[], now)
+            self.commit_part(l, first, &d.preempts, &d.waiting, now, Chain::Scheduler),
+            self.commit_part(l, second, &[], &[], now, Chain::Scheduler1)
         );
         match (a, b) {
             (Ok(mut a), Ok(b)) => {
@@ -234,6 +236,7 @@ impl Driver {
         preempts: &[Preempt],
         waiting: &[(u64, WaitReason)],
         now: i64,
+        lane: Chain,
     ) -> Result<Committed, sqlx::Error> {
         let mut wait_updates = Vec::new();
         // Most waiting jobs share their words (same cause, group and size): written once.
@@ -414,7 +417,7 @@ impl Driver {
             q.execute(&mut *tx.tx).await?;
         }
         insert_events(&mut tx, now, &events).await?;
-        self.audit(&mut tx, now, &audits).await?;
+        self.audit(&mut tx, now, lane, &audits).await?;
         tx.commit().await?;
         if !admitted.is_empty() || !preempted.is_empty() {
             self.store.note_scheduling_change();
@@ -471,7 +474,7 @@ impl Driver {
             })
             .collect();
         insert_events(&mut tx, now, &events).await?;
-        self.audit(&mut tx, now, &audits).await?;
+        self.audit(&mut tx, now, Chain::Scheduler, &audits).await?;
         tx.commit().await?;
         self.store.note_scheduling_change();
         let ids: Vec<String> = started.into_iter().map(|(id, _, _)| id).collect();

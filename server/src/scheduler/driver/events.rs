@@ -16,16 +16,20 @@ impl Driver {
     /// no transition, job event or audit entry is written twice and no event is dropped.
     ///
     /// On PostgreSQL at least [`SPLIT_EVENTS`] events are committed in two transactions at
-    /// once, each job's events in one of them and in their order (a store with two cores
-    /// writes them in about half the time). Where one fails, the whole batch is applied
-    /// again: the half that committed finds its jobs moved on and writes nothing twice.
+    /// once, each job's events in one of them and in their order, each half's audit entries
+    /// on a lane of its own (a store with two cores writes them in about half the time).
+    /// Where one fails, the whole batch is applied again: the half that committed finds its
+    /// jobs moved on and writes nothing twice.
     pub(super) async fn apply_events(&mut self, evs: &[ExecEvent]) -> Result<(), sqlx::Error> {
         let parts = if self.store.dialect == Dialect::Postgres && evs.len() >= SPLIT_EVENTS {
             let (a, b) = halves_by_job(evs);
-            let (a, b) = tokio::join!(self.apply_part(&a), self.apply_part(&b));
+            let (a, b) = tokio::join!(
+                self.apply_part(&a, Chain::Scheduler),
+                self.apply_part(&b, Chain::Scheduler1)
+            );
             vec![a, b]
         } else {
-            vec![self.apply_part(evs).await]
+            vec![self.apply_part(evs, Chain::Scheduler).await]
         };
         // The stops a committed half ended are over even where the other half failed: its
         // retry finds those jobs ended and would not report them again.
@@ -46,16 +50,16 @@ impl Driver {
     }
 
     /// Commits `evs` (see [`Driver::apply_events`]); the jobs whose stop is over.
-    async fn apply_part(&self, evs: &[ExecEvent]) -> Result<Vec<String>, sqlx::Error> {
+    async fn apply_part(&self, evs: &[ExecEvent], lane: Chain) -> Result<Vec<String>, sqlx::Error> {
         for _ in 1..CONFLICT_TRIES {
-            match self.try_apply_events(evs).await? {
+            match self.try_apply_events(evs, lane).await? {
                 Ok(done) => return Ok(done),
                 Err(job) => {
                     tracing::info!(%job, "scheduler: a job changed while its executor events were committed; applying them again")
                 }
             }
         }
-        match self.try_apply_events(evs).await? {
+        match self.try_apply_events(evs, lane).await? {
             Ok(done) => Ok(done),
             Err(job) => Err(sqlx::Error::Protocol(format!(
                 "job {job} kept changing while its executor events were committed"
@@ -68,6 +72,7 @@ impl Driver {
     async fn try_apply_events(
         &self,
         evs: &[ExecEvent],
+        lane: Chain,
     ) -> Result<Result<Vec<String>, String>, sqlx::Error> {
         let now = self.store.now();
         let mut ids: Vec<String> = evs.iter().map(|e| event_job(e).to_string()).collect();
@@ -292,7 +297,7 @@ impl Driver {
             return Ok(Err(job));
         }
         insert_events(&mut tx, now, &events).await?;
-        self.audit(&mut tx, now, &audits).await?;
+        self.audit(&mut tx, now, lane, &audits).await?;
         tx.commit().await?;
         if changed_any {
             self.store.note_scheduling_change();

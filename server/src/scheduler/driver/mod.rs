@@ -178,14 +178,17 @@ impl Driver {
         }
     }
 
-    /// Appends the driver's entries to its tenants' [`Chain::Scheduler`] chains, inside `tx`.
+    /// Appends the driver's entries to its tenants' `lane` chains, inside `tx`: the driver's
+    /// lanes are [`Chain::Scheduler`], and [`Chain::Scheduler1`] for the second half of a
+    /// write committed in two halves side by side (see `audit::lanes`).
     async fn audit(
         &self,
         tx: &mut WriteTx,
         now: i64,
+        lane: Chain,
         audits: &[BatchRecord],
     ) -> Result<(), sqlx::Error> {
-        audit::append_many(tx, now, Chain::Scheduler, &self.actor, &self.meta, audits).await
+        audit::append_many(tx, now, lane, &self.actor, &self.meta, audits).await
     }
 
     async fn run(&mut self) {
@@ -573,7 +576,7 @@ impl Driver {
             out.push((j.id.clone(), StopReason::MaxRuntime, l.executor_of(j)));
         }
         insert_events(&mut tx, now, &events).await?;
-        self.audit(&mut tx, now, &audits).await?;
+        self.audit(&mut tx, now, Chain::Scheduler, &audits).await?;
         tx.commit().await?;
         Ok(out)
     }

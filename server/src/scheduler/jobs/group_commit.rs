@@ -22,7 +22,7 @@ use app::model::{Job, RequestMeta};
 
 use super::caps::{PendingCaps, Tally};
 use super::idempotency::{self, Claim, IdemKey};
-use super::insert::{insert_jobs, Gives, NewJob};
+use super::insert::{insert_jobs, Gives, Head, NewJob};
 use crate::audit::{self, Actor, BatchRecord};
 use crate::http::error::AppError;
 use crate::store::{Dialect, Store, WriteTx};
@@ -250,7 +250,7 @@ async fn store_group(
         let head = insert_jobs(
             &mut tx,
             &rows,
-            one_tenant.then_some((tenant, audit::Chain::Api)),
+            one_tenant.then_some(Head::Chain(tenant, audit::Chain::Api)),
         )
         .await?;
         let records: Vec<BatchRecord> = stored

@@ -40,16 +40,26 @@ pub(super) struct NewJob<'a> {
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
 
+/// The audit chain head the last insert statement locks and reads (PostgreSQL).
+#[derive(Clone, Copy)]
+pub(super) enum Head<'a> {
+    /// The tenant's head of this chain, waited for where another transaction holds it.
+    Chain(&'a str, audit::Chain),
+    /// Whichever of the tenant's batch lanes no other transaction holds, if any
+    /// ([`audit::lanes`]).
+    FreeLane(&'a str),
+}
+
 /// Stores prepared jobs (state `queued`) and their first event, in multi-row inserts: on
 /// PostgreSQL a chunk's jobs and events in one statement (one round trip), on SQLite in two.
-/// On PostgreSQL the last statement also locks and reads `head`'s audit chain head
-/// ([`audit::head_lock_sql`]), the transaction's next step: one round trip less while the
-/// group commit's writer holds its turn. `None` where it was not taken (SQLite, or no `head`
-/// asked for).
+/// On PostgreSQL the last statement also locks and reads `head` ([`audit::head_lock_sql`],
+/// [`audit::lanes::free_lane_sql`]), the transaction's next step: one round trip less while
+/// the head is held. `None` where none was taken (SQLite, no `head` asked for, or no lane
+/// free).
 pub(super) async fn insert_jobs(
     tx: &mut WriteTx,
     items: &[NewJob<'_>],
-    head: Option<(&str, audit::Chain)>,
+    head: Option<Head<'_>>,
 ) -> Result<Option<audit::HeadLocked>, sqlx::Error> {
     let d = tx.dialect;
     let mut locked = None;
@@ -81,7 +91,7 @@ pub(super) async fn insert_jobs(
         );
         match d {
             Dialect::Postgres => match head.filter(|_| i + 1 == chunks) {
-                Some((tenant_id, chain)) => {
+                Some(Head::Chain(tenant_id, chain)) => {
                     let lock = audit::head_lock_sql(1 + n * (JOB_INSERT_ARITY + EVENT_ARITY));
                     let sql = format!("WITH j AS ({jobs}), e AS ({events}) {lock}");
                     let q = bind_events(bind_jobs(sqlx::query(&sql), chunk), chunk);
@@ -93,6 +103,15 @@ pub(super) async fn insert_jobs(
                         chain,
                         row,
                     });
+                }
+                Some(Head::FreeLane(tenant_id)) => {
+                    let lane =
+                        audit::lanes::free_lane_sql(1 + n * (JOB_INSERT_ARITY + EVENT_ARITY));
+                    let sql = format!("WITH j AS ({jobs}), e AS ({events}) {lane}");
+                    let q = bind_events(bind_jobs(sqlx::query(&sql), chunk), chunk);
+                    if let Some(row) = q.bind(tenant_id).fetch_optional(&mut *tx.tx).await? {
+                        locked = Some(audit::lanes::lane_locked(tenant_id, row)?);
+                    }
                 }
                 None => {
                     let sql = format!("WITH j AS ({jobs}) {events}");

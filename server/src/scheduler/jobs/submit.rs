@@ -8,14 +8,14 @@ use app::model::*;
 use super::caps::PendingCaps;
 use super::group_commit;
 use super::idempotency::{self, Claim, IdemKey};
-use super::insert::{insert_jobs, Gives, NewJob};
+use super::insert::{insert_jobs, Gives, Head, NewJob};
 use super::*;
 use crate::audit;
 use crate::http::error::{ApiError, ApiResult, AppError, FieldError, Validator};
 use crate::http::require;
 use crate::http::text::{clean_multiline, clean_text, UNCLEAN};
 use crate::policy::{get_profile, get_queue, pool_fits, valid_amount, PoolFit};
-use crate::store::{new_id, Store};
+use crate::store::{new_id, Dialect, Store};
 use std::sync::Arc;
 
 fn env_key_ok(k: &str) -> bool {
@@ -475,7 +475,15 @@ pub async fn submit_batch(
             priority: *priority,
         })
         .collect();
-    let head = insert_jobs(&mut tx, &rows, Some((p.tenant_id(), audit::Chain::Api))).await?;
+    // PostgreSQL: a lane of the tenant's `api` chain that no other batch holds (see
+    // `audit::lanes`); where none is free, `api` itself, the missing lanes opened meanwhile.
+    let head = match insert_jobs(&mut tx, &rows, Some(Head::FreeLane(p.tenant_id()))).await? {
+        None if store.dialect == Dialect::Postgres => {
+            Some(audit::lanes::open_missing(&mut tx, now, p.tenant_id()).await?)
+        }
+        head => head,
+    };
+    let chain = head.as_ref().map_or(audit::Chain::Api, |h| h.chain);
     if let Some(k) = key {
         let ids: Vec<&str> = items.iter().map(|(j, _, _)| j.id.as_str()).collect();
         idempotency::remember(&mut tx, p.tenant_id(), p.user_id(), k, &ids).await?;
@@ -493,7 +501,7 @@ pub async fn submit_batch(
     let actor = audit::Actor::of(p);
     let each: Vec<(&audit::Actor, &RequestMeta, &audit::BatchRecord)> =
         records.iter().map(|r| (&actor, meta, r)).collect();
-    audit::append_each_locked(&mut tx, now, audit::Chain::Api, &each, head).await?;
+    audit::append_each_locked(&mut tx, now, chain, &each, head).await?;
     tx.wake_scheduler();
     tx.commit().await?;
     Ok(Submitted {

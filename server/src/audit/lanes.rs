@@ -16,17 +16,9 @@
 //! No deadlock: a transaction that holds a lane waits for nothing (`SKIP LOCKED` never waits,
 //! and a lane in use is already open), and one that waits for `api` holds no lane.
 
+pub use super::BATCH_LANES;
 use super::{bind_head, head_lock_sql, open_chain, Chain, HeadLocked, GENESIS};
 use crate::store::WriteTx;
-
-/// The lanes a batch submit may take, besides `api` itself.
-pub const BATCH_LANES: [Chain; 3] = [Chain::Api1, Chain::Api2, Chain::Api3];
-
-/// Whether a chain's opening is recorded with its first entry ([`super::append_each_locked`]).
-/// The `api` lanes are opened together by [`open_missing`], while `api` is held.
-pub(super) fn opens_with_first_entry(chain: Chain) -> bool {
-    !matches!(chain, Chain::Api) && !BATCH_LANES.contains(&chain)
-}
 
 /// A statement that locks and reads one of the tenant's [`BATCH_LANES`] that no other
 /// transaction holds (`chain, seq, hash`; no row when all are held or none is open yet). Its

@@ -302,6 +302,16 @@ pub async fn append_each(
     append_each_locked(tx, now, chain, records, None).await
 }
 
+/// The lanes a batch submit may take besides `api` itself ([`lanes`]).
+pub const BATCH_LANES: [Chain; 3] = [Chain::Api1, Chain::Api2, Chain::Api3];
+
+/// Whether a chain's opening is recorded with its first entry ([`append_each_locked`]).
+/// `api` has none, and its lanes are opened together by [`lanes::open_missing`], while `api`
+/// is held.
+fn opens_with_first_entry(chain: Chain) -> bool {
+    chain != Chain::Api && !BATCH_LANES.contains(&chain)
+}
+
 /// [`append_each`], with one tenant's head already locked and read by `locked` (of the same
 /// chain; ignored otherwise).
 pub async fn append_each_locked(
@@ -327,7 +337,7 @@ pub async fn append_each_locked(
             }
         };
         let seq = head.try_get::<i64, _>("seq")?;
-        if seq == 0 && lanes::opens_with_first_entry(chain) {
+        if seq == 0 && opens_with_first_entry(chain) {
             open_chain(tx, now, t, chain).await?;
         }
         heads.insert(t.to_string(), (seq, head.try_get::<String, _>("hash")?));

@@ -16,8 +16,7 @@
 //! No deadlock: a transaction that holds a lane waits for nothing (`SKIP LOCKED` never waits,
 //! and a lane in use is already open), and one that waits for `api` holds no lane.
 
-pub use super::BATCH_LANES;
-use super::{bind_head, head_lock_sql, open_chain, Chain, HeadLocked, GENESIS};
+use super::{bind_head, head_lock_sql, open_chain, Chain, HeadLocked, BATCH_LANES, GENESIS};
 use crate::store::WriteTx;
 
 /// A statement that locks and reads one of the tenant's [`BATCH_LANES`] that no other
@@ -52,16 +51,17 @@ pub fn lane_locked(tenant_id: &str, row: sqlx::any::AnyRow) -> Result<HeadLocked
 
 /// Where no lane was free: waits for the tenant's `api` head and, holding it, opens the lanes
 /// that do not exist yet (each opening recorded in `api`). Returns `api`'s head as it is
-/// after those openings, for the batch's own entries.
+/// after those openings, for the batch's own entries (read once where every lane existed:
+/// all were held).
 pub async fn open_missing(
     tx: &mut WriteTx,
     now: i64,
     tenant_id: &str,
 ) -> Result<HeadLocked, sqlx::Error> {
     // `api` first: a transaction creating lanes never holds one while it waits.
-    bind_head(sqlx::query(&head_lock_sql(1)), tenant_id, Chain::Api)
-        .fetch_one(&mut *tx.tx)
-        .await?;
+    let lock = head_lock_sql(1);
+    let lock_api = || bind_head(sqlx::query(&lock), tenant_id, Chain::Api);
+    let mut row = lock_api().fetch_one(&mut *tx.tx).await?;
     let values = BATCH_LANES
         .iter()
         .enumerate()
@@ -89,9 +89,10 @@ pub async fn open_missing(
             open_chain(tx, now, tenant_id, c).await?;
         }
     }
-    let row = bind_head(sqlx::query(&head_lock_sql(1)), tenant_id, Chain::Api)
-        .fetch_one(&mut *tx.tx)
-        .await?;
+    // The openings moved `api` on: its head is read again (already held, so no wait).
+    if !created.is_empty() {
+        row = lock_api().fetch_one(&mut *tx.tx).await?;
+    }
     Ok(HeadLocked {
         tenant_id: tenant_id.to_string(),
         chain: Chain::Api,

@@ -15,7 +15,6 @@ pub mod nodes;
 pub mod policy;
 pub mod routes;
 pub mod scheduler;
-pub mod state;
 pub mod store;
 pub mod tenancy;
 pub mod web;
@@ -31,14 +30,16 @@ use leptos::config::LeptosOptions;
 
 use crate::config::Config;
 use crate::identity::throttle::{Throttle, ThrottlePolicy};
-use crate::state::AppState;
+use crate::routes::AppState;
 use crate::store::Store;
 
 /// Starts the scheduler's driver for this state (on the current Tokio runtime), with the
 /// history sampler beside it (it stops with the driver; see `scheduler::history`).
 pub fn start_scheduler(state: &AppState) -> tokio::task::JoinHandle<()> {
     scheduler::history::beside(
-        state,
+        &state.store,
+        &state.scheduler,
+        &state.config.scheduler,
         scheduler::driver::start(
             state.store.clone(),
             state.config.scheduler.clone(),

@@ -1,6 +1,6 @@
 //! `GET /api/v1/audit`.
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::Json;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -14,9 +14,13 @@ use crate::http::error::{ApiResult, AppError, Problem};
 use crate::http::extract::ApiQuery;
 use crate::http::require;
 use crate::http::Caller;
-use crate::state::AppState;
+use crate::store::Store;
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(list_audit))
 }
 
@@ -52,7 +56,7 @@ pub struct AuditParams {
 #[utoipa::path(get, path = "/audit", tag = "audit", params(AuditParams),
     responses((status = 200, body = Page<AuditEntry>), (status = 403, body = Problem), (status = 422, body = Problem)))]
 async fn list_audit(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     ApiQuery(q): ApiQuery<AuditParams>,
 ) -> ApiResult<Json<Page<AuditEntry>>> {
@@ -74,5 +78,5 @@ async fn list_audit(
         limit: q.limit,
         cursor: q.cursor.filter(|c| !c.is_empty()),
     };
-    Ok(Json(super::list(&s.store, p.tenant_id(), &filter).await?))
+    Ok(Json(super::list(&store, p.tenant_id(), &filter).await?))
 }

@@ -1,7 +1,9 @@
 //! REST handlers of the gateway: endpoints, their targets and traffic over time, gateways,
 //! routes and gateway tokens (`/api/v1/endpoints`, `/gateways`, `/routes`, `/gateway-tokens`).
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -11,12 +13,20 @@ use utoipa_axum::routes;
 use app::model::*;
 
 use super::{endpoints, instances, routes as gw_routes, sampler, tokens};
+use crate::config::Config;
+use crate::gateway::Gateways;
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::Caller;
-use crate::state::AppState;
+use crate::store::Store;
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+    Arc<Config>: FromRef<S>,
+    Arc<Gateways>: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_endpoints, create_endpoint))
         .routes(routes!(get_endpoint, delete_endpoint))
@@ -38,11 +48,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Endpoints the caller may see, each with its targets and the URLs its routes publish.
 #[utoipa::path(get, path = "/endpoints", tag = "gateway", responses((status = 200, body = Vec<Endpoint>)))]
 async fn list_endpoints(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
 ) -> ApiResult<Json<Vec<Endpoint>>> {
     Ok(Json(
-        endpoints::list_endpoints(&s.store, &s.config.gateway, &p).await?,
+        endpoints::list_endpoints(&store, &config.gateway, &p).await?,
     ))
 }
 
@@ -50,22 +61,24 @@ async fn list_endpoints(
 /// public.
 #[utoipa::path(post, path = "/endpoints", tag = "gateway", request_body = CreateEndpoint, responses((status = 201, body = Endpoint), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_endpoint(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<CreateEndpoint>,
 ) -> ApiResult<(StatusCode, Json<Endpoint>)> {
-    let e = endpoints::create_endpoint(&s.store, &s.config.gateway, &p, &meta, input).await?;
+    let e = endpoints::create_endpoint(&store, &config.gateway, &p, &meta, input).await?;
     Ok((StatusCode::CREATED, Json(e)))
 }
 
 #[utoipa::path(get, path = "/endpoints/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 200, body = Endpoint), (status = 404, body = Problem)))]
 async fn get_endpoint(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Endpoint>> {
     Ok(Json(
-        endpoints::get_endpoint(&s.store, &s.config.gateway, &p, &id).await?,
+        endpoints::get_endpoint(&store, &config.gateway, &p, &id).await?,
     ))
 }
 
@@ -84,49 +97,50 @@ pub struct TrafficParams {
 /// distinct sessions. Whoever may see the endpoint may read it.
 #[utoipa::path(get, path = "/endpoints/{id}/metrics", tag = "gateway", params(("id" = String, Path), TrafficParams), responses((status = 200, body = EndpointTraffic), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn endpoint_metrics(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
+    State(gateways): State<Arc<Gateways>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
     ApiQuery(q): ApiQuery<TrafficParams>,
 ) -> ApiResult<Json<EndpointTraffic>> {
     let window = TrafficWindow::parse(q.window.as_deref())?;
     Ok(Json(
-        sampler::endpoint_traffic(&s.store, &s.config.gateway, &s.gateways, &p, &id, window)
-            .await?,
+        sampler::endpoint_traffic(&store, &config.gateway, &gateways, &p, &id, window).await?,
     ))
 }
 
 /// Delete an endpoint you may `manage`, with its targets and the routes leading to it.
 #[utoipa::path(delete, path = "/endpoints/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn delete_endpoint(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    endpoints::delete_endpoint(&s.store, &p, &meta, &id).await?;
+    endpoints::delete_endpoint(&store, &p, &meta, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Register an upstream instance (`host:port`) of an endpoint you may `manage`.
 #[utoipa::path(post, path = "/endpoints/{id}/targets", tag = "gateway", params(("id" = String, Path)), request_body = CreateTarget, responses((status = 201, body = EndpointTarget), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn add_target(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<CreateTarget>,
 ) -> ApiResult<(StatusCode, Json<EndpointTarget>)> {
-    let t = endpoints::add_target(&s.store, &p, &meta, &id, input).await?;
+    let t = endpoints::add_target(&store, &p, &meta, &id, input).await?;
     Ok((StatusCode::CREATED, Json(t)))
 }
 
 /// Remove an upstream instance of an endpoint you may `manage`.
 #[utoipa::path(delete, path = "/endpoints/{id}/targets/{target_id}", tag = "gateway", params(("id" = String, Path), ("target_id" = String, Path)), responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn remove_target(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path((id, target_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    endpoints::remove_target(&s.store, &p, &meta, &id, &target_id).await?;
+    endpoints::remove_target(&store, &p, &meta, &id, &target_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -135,33 +149,36 @@ async fn remove_target(
 /// The organization's gateways (prod, dev, ...), each with its listener's URL.
 #[utoipa::path(get, path = "/gateways", tag = "gateway", responses((status = 200, body = Vec<Gateway>)))]
 async fn list_gateways(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
 ) -> ApiResult<Json<Vec<Gateway>>> {
     Ok(Json(
-        instances::list_gateways(&s.store, &s.config.gateway, &p).await?,
+        instances::list_gateways(&store, &config.gateway, &p).await?,
     ))
 }
 
 /// Create a gateway (tenant admins): it gets the lowest free port of the configured range.
 #[utoipa::path(post, path = "/gateways", tag = "gateway", request_body = CreateGateway, responses((status = 201, body = Gateway), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_gateway(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<CreateGateway>,
 ) -> ApiResult<(StatusCode, Json<Gateway>)> {
-    let g = instances::create_gateway(&s.store, &s.config.gateway, &p, &meta, input).await?;
+    let g = instances::create_gateway(&store, &config.gateway, &p, &meta, input).await?;
     Ok((StatusCode::CREATED, Json(g)))
 }
 
 #[utoipa::path(get, path = "/gateways/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 200, body = Gateway), (status = 404, body = Problem)))]
 async fn get_gateway(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Gateway>> {
     Ok(Json(
-        instances::get_gateway(&s.store, &s.config.gateway, &p, &id).await?,
+        instances::get_gateway(&store, &config.gateway, &p, &id).await?,
     ))
 }
 
@@ -169,13 +186,15 @@ async fn get_gateway(
 /// it listens without TLS.
 #[utoipa::path(get, path = "/gateways/{id}/certificate", tag = "gateway", params(("id" = String, Path)), responses((status = 200, content_type = "application/x-pem-file", body = String), (status = 404, body = Problem)))]
 async fn gateway_certificate(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
+    State(gateways): State<Arc<Gateways>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
-    instances::get_gateway(&s.store, &s.config.gateway, &p, &id).await?;
-    match s.gateways.certificate(&id).await {
+    instances::get_gateway(&store, &config.gateway, &p, &id).await?;
+    match gateways.certificate(&id).await {
         Some(pem) => Ok((
             [(axum::http::header::CONTENT_TYPE, "application/x-pem-file")],
             pem,
@@ -188,11 +207,12 @@ async fn gateway_certificate(
 /// Delete a gateway (tenant admins), with its routes and tokens.
 #[utoipa::path(delete, path = "/gateways/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn delete_gateway(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    instances::delete_gateway(&s.store, &s.config.gateway, &p, &meta, &id).await?;
+    instances::delete_gateway(&store, &config.gateway, &p, &meta, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -201,12 +221,12 @@ async fn delete_gateway(
 /// only.
 #[utoipa::path(post, path = "/gateways/{id}/tokens", tag = "gateway", params(("id" = String, Path)), request_body = CreateGatewayToken, responses((status = 201, body = IssuedGatewayToken), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn issue_token(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<CreateGatewayToken>,
 ) -> ApiResult<(StatusCode, Json<IssuedGatewayToken>)> {
-    let t = tokens::issue_token(&s.store, &p, &meta, &id, input).await?;
+    let t = tokens::issue_token(&store, &p, &meta, &id, input).await?;
     Ok((StatusCode::CREATED, Json(t)))
 }
 
@@ -222,56 +242,56 @@ pub struct RouteParams {
 /// The organization's routes: host and path prefix on a gateway, and the endpoint they lead to.
 #[utoipa::path(get, path = "/routes", tag = "gateway", params(RouteParams), responses((status = 200, body = Vec<GatewayRoute>)))]
 async fn list_routes(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     ApiQuery(q): ApiQuery<RouteParams>,
 ) -> ApiResult<Json<Vec<GatewayRoute>>> {
     Ok(Json(
-        gw_routes::list_routes(&s.store, &p, q.gateway_id.as_deref()).await?,
+        gw_routes::list_routes(&store, &p, q.gateway_id.as_deref()).await?,
     ))
 }
 
 /// Publish an endpoint on a gateway under a host and/or path prefix (tenant admins).
 #[utoipa::path(post, path = "/routes", tag = "gateway", request_body = CreateGatewayRoute, responses((status = 201, body = GatewayRoute), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_route(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<CreateGatewayRoute>,
 ) -> ApiResult<(StatusCode, Json<GatewayRoute>)> {
-    let r = gw_routes::create_route(&s.store, &p, &meta, input).await?;
+    let r = gw_routes::create_route(&store, &p, &meta, input).await?;
     Ok((StatusCode::CREATED, Json(r)))
 }
 
 #[utoipa::path(get, path = "/routes/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 200, body = GatewayRoute), (status = 404, body = Problem)))]
 async fn get_route(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<GatewayRoute>> {
-    Ok(Json(gw_routes::get_route(&s.store, &p, &id).await?))
+    Ok(Json(gw_routes::get_route(&store, &p, &id).await?))
 }
 
 /// Point a route at another endpoint (tenant admins); its URL stays the same.
 #[utoipa::path(patch, path = "/routes/{id}", tag = "gateway", params(("id" = String, Path)), request_body = UpdateGatewayRoute, responses((status = 200, body = GatewayRoute), (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn update_route(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<UpdateGatewayRoute>,
 ) -> ApiResult<Json<GatewayRoute>> {
     Ok(Json(
-        gw_routes::update_route(&s.store, &p, &meta, &id, input).await?,
+        gw_routes::update_route(&store, &p, &meta, &id, input).await?,
     ))
 }
 
 /// Remove a route (tenant admins); the endpoint stays.
 #[utoipa::path(delete, path = "/routes/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 204), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn delete_route(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    gw_routes::delete_route(&s.store, &p, &meta, &id).await?;
+    gw_routes::delete_route(&store, &p, &meta, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -287,22 +307,22 @@ pub struct TokenParams {
 /// Your gateway tokens (never their secrets).
 #[utoipa::path(get, path = "/gateway-tokens", tag = "gateway", params(TokenParams), responses((status = 200, body = Vec<GatewayToken>), (status = 403, body = Problem)))]
 async fn list_tokens(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     ApiQuery(q): ApiQuery<TokenParams>,
 ) -> ApiResult<Json<Vec<GatewayToken>>> {
     Ok(Json(
-        tokens::list_tokens(&s.store, &p, q.all.unwrap_or(false)).await?,
+        tokens::list_tokens(&store, &p, q.all.unwrap_or(false)).await?,
     ))
 }
 
 /// Revoke a gateway token (yours, or any of the organization's for tenant admins).
 #[utoipa::path(delete, path = "/gateway-tokens/{id}", tag = "gateway", params(("id" = String, Path)), responses((status = 204), (status = 404, body = Problem)))]
 async fn revoke_token(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    tokens::revoke_token(&s.store, &p, &meta, &id).await?;
+    tokens::revoke_token(&store, &p, &meta, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,14 +1,16 @@
 //! Password sign-in, the one path for the sign-in form and `POST /auth/login`: names checked,
 //! the attempt throttled (reserved before the password is checked), failures audited.
 
+use std::sync::Mutex;
+
 use sqlx::Row;
 
 use app::model::{Me, RequestMeta};
 
-use super::throttle;
+use super::throttle::{self, Throttle};
 use super::tokens::{self, PasswordCheck};
 use crate::http::error::{ApiError, ApiResult, AppError, Validator};
-use crate::state::AppState;
+use crate::store::Store;
 
 /// The longest organization (tenant slug) and username a sign-in takes. Longer ones are refused
 /// before anything is looked up, throttled or written to the audit log.
@@ -36,7 +38,7 @@ pub fn check_sign_in_names(tenant: Option<&str>, username: &str) -> Result<(), A
 /// The throttle's account key for a password sign-in (see [`throttle::account_key`]): looks up
 /// whether the account exists, its password hash and whether it is a platform admin.
 async fn account_key(
-    state: &AppState,
+    store: &Store,
     tenant: &str,
     username: &str,
     source: &str,
@@ -47,7 +49,7 @@ async fn account_key(
     )
     .bind(tenant)
     .bind(username)
-    .fetch_optional(&state.store.pool)
+    .fetch_optional(&store.pool)
     .await?;
     let (hash, platform_admin) = match row {
         Some(r) => (
@@ -71,7 +73,8 @@ async fn account_key(
 /// The attempt is reserved in the throttle (counted as a failure) before the password is
 /// checked and given back on success, so parallel guesses cannot outrun the count.
 pub async fn password_login(
-    state: &AppState,
+    store: &Store,
+    throttle: &Mutex<Throttle>,
     meta: &RequestMeta,
     tenant: &str,
     username: &str,
@@ -80,20 +83,19 @@ pub async fn password_login(
     check_sign_in_names(Some(tenant), username)?;
     let tenant_slug = tenant.trim().to_lowercase();
     let user = username.trim().to_lowercase();
-    let account = account_key(state, &tenant_slug, &user, &meta.source_ip).await?;
+    let account = account_key(store, &tenant_slug, &user, &meta.source_ip).await?;
     let source = meta.source_ip.as_str();
-    let now = state.store.now();
-    state
-        .throttle
+    let now = store.now();
+    throttle
         .lock()
         .map_err(|_| ApiError(AppError::Internal))?
         .reserve(&account, source, now)
         .map_err(|secs| AppError::TooManyRequests {
             retry_after_secs: secs,
         })?;
-    let checked = tokens::check_password(&state.store, tenant, username, password).await;
+    let checked = tokens::check_password(store, tenant, username, password).await;
     let give_back = |success: bool| {
-        if let Ok(mut t) = state.throttle.lock() {
+        if let Ok(mut t) = throttle.lock() {
             if success {
                 t.success(&account, source, now);
             } else {
@@ -113,8 +115,7 @@ pub async fn password_login(
         }
         Ok(PasswordCheck::Invalid { tenant_id }) => {
             if let Some(tid) = tenant_id {
-                tokens::audit_failed_login(&state.store, &tid, &user, meta, "invalid credentials")
-                    .await?;
+                tokens::audit_failed_login(store, &tid, &user, meta, "invalid credentials").await?;
             }
             Err(AppError::Unauthorized.into())
         }

@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -23,11 +25,11 @@ use app::access::Action;
 use app::model::*;
 
 use crate::audit;
+use crate::config::Config;
 use crate::http::error::{ApiResult, AppError, Problem};
 use crate::http::extract::ApiJson;
 use crate::http::require;
 use crate::http::Caller;
-use crate::state::AppState;
 use crate::store::{Store, WriteTx};
 use app::model::WHOLE_GPU_MILLI as WHOLE;
 
@@ -53,7 +55,12 @@ pub struct SetPoolGrant {
 /// The policy domain's REST routes beyond `scheduler::api`'s: the grants, and the changes and
 /// deletes of pools, profiles, queues and policies (`super::api`). The router assembly merges
 /// this one router.
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+    Arc<Config>: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_grants))
         .routes(routes!(set_grant))
@@ -63,30 +70,22 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The grants on a shared pool: every tenant's for platform admins, the caller's own otherwise.
 #[utoipa::path(get, path = "/pools/{id}/grants", tag = "policies", params(("id" = String, Path)), responses((status = 200, body = Vec<PoolGrant>), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn list_grants(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Vec<PoolGrant>>> {
-    Ok(Json(list(&s.store, &p, &id).await?))
+    Ok(Json(list(&store, &p, &id).await?))
 }
 
 /// Grant a tenant a reservation on a shared pool (platform admins). `0` removes the grant.
 #[utoipa::path(put, path = "/pools/{id}/grants/{tenant_id}", tag = "policies", request_body = SetPoolGrant, params(("id" = String, Path), ("tenant_id" = String, Path)), responses((status = 200, body = PoolGrant), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn set_grant(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path((id, tenant_id)): Path<(String, String)>,
     ApiJson(input): ApiJson<SetPoolGrant>,
 ) -> ApiResult<Json<PoolGrant>> {
-    let g = set(
-        &s.store,
-        &p,
-        &meta,
-        &id,
-        &tenant_id,
-        input.reservation_milli,
-    )
-    .await?;
+    let g = set(&store, &p, &meta, &id, &tenant_id, input.reservation_milli).await?;
     Ok(Json(g))
 }
 

@@ -1,7 +1,7 @@
 //! Tenants: created and listed by platform admins, who see each tenant's size but never its
 //! contents.
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::json;
@@ -20,10 +20,13 @@ use crate::http::require;
 use crate::http::text::slug_ok;
 use crate::http::text::{clean_text, UNCLEAN};
 use crate::http::Caller;
-use crate::state::AppState;
 use crate::store::{new_id, Store};
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_tenants_handler, create_tenant_handler))
         .routes(routes!(get_tenant_handler))
@@ -139,32 +142,32 @@ pub async fn create_tenant(
 /// Tenants with their user, group and project counts (platform admins).
 #[utoipa::path(get, path = "/tenants", tag = "tenants", responses((status = 200, body = Vec<TenantSummary>), (status = 403, body = Problem)))]
 async fn list_tenants_handler(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
 ) -> ApiResult<Json<Vec<TenantSummary>>> {
-    Ok(Json(list_tenants(&s.store, &p).await?))
+    Ok(Json(list_tenants(&store, &p).await?))
 }
 
 #[utoipa::path(post, path = "/tenants", tag = "tenants", request_body = CreateTenant, responses((status = 201, body = Tenant), (status = 403, body = Problem), (status = 422, body = Problem)))]
 async fn create_tenant_handler(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<CreateTenant>,
 ) -> ApiResult<(StatusCode, Json<Tenant>)> {
     Ok((
         StatusCode::CREATED,
-        Json(create_tenant(&s.store, &p, &meta, input).await?),
+        Json(create_tenant(&store, &p, &meta, input).await?),
     ))
 }
 
 /// One tenant by id or slug.
 #[utoipa::path(get, path = "/tenants/{id}", tag = "tenants", params(("id" = String, Path)), responses((status = 200, body = TenantSummary), (status = 403, body = Problem), (status = 404, body = Problem)))]
 async fn get_tenant_handler(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<TenantSummary>> {
-    Ok(Json(get_tenant(&s.store, &p, &id).await?))
+    Ok(Json(get_tenant(&store, &p, &id).await?))
 }
 
 /// Turns password sign-in on or off for a tenant (its SSO settings), in the caller's

@@ -14,7 +14,7 @@ use crate::http::error::{ApiError, AppError};
 use crate::identity::login::{password_login, MAX_TENANT_CHARS, MAX_USERNAME_CHARS};
 use crate::identity::secret::constant_time_eq;
 use crate::identity::tokens;
-use crate::state::AppState;
+use crate::routes::AppState;
 
 pub const SESSION_COOKIE: &str = "sy_session";
 
@@ -227,7 +227,15 @@ pub async fn login_form(
             .finish();
         Redirect::to(&format!("/login?{q}")).into_response()
     };
-    let me = match password_login(&state, &meta, &form.tenant, &form.username, &form.password).await
+    let me = match password_login(
+        &state.store,
+        &state.throttle,
+        &meta,
+        &form.tenant,
+        &form.username,
+        &form.password,
+    )
+    .await
     {
         Ok(me) => me,
         Err(ApiError(AppError::TooManyRequests { .. })) => return back("throttled"),

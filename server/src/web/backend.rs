@@ -7,8 +7,8 @@ use app::model::*;
 use crate::catalog;
 use crate::identity::directory::{self as dir, ListParams};
 use crate::policy as res;
+use crate::routes::AppState;
 use crate::scheduler::jobs;
-use crate::state::AppState;
 
 pub struct WebBackend {
     pub state: AppState,
@@ -262,8 +262,9 @@ impl Backend for WebBackend {
         Ok(crate::identity::scim::revoke_token(&self.state.store, p, meta).await?)
     }
     async fn test_idp(&self, p: &Principal, id: &str) -> Result<Vec<ConnectionCheck>, AppError> {
-        let row = crate::identity::sso::provider_row(&self.state.store, p, id).await?;
-        Ok(crate::identity::sso::api::test_connection(&self.state, &row).await)
+        let s = &self.state;
+        let row = crate::identity::sso::provider_row(&s.store, p, id).await?;
+        Ok(crate::identity::sso::api::test_connection(&s.config, &s.oidc, &row).await)
     }
     async fn set_sign_in_settings(
         &self,

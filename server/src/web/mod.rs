@@ -23,7 +23,7 @@ use app::backend::SharedBackend;
 use app::model::Principal;
 
 use crate::http::error::{ApiError, AppError};
-use crate::state::AppState;
+use crate::routes::AppState;
 
 pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     let backend: SharedBackend = Arc::new(backend::WebBackend {

@@ -104,7 +104,7 @@ impl TestDb {
 pub struct TestApp {
     pub db: TestDb,
     pub router: axum::Router,
-    pub state: switchyard::state::AppState,
+    pub state: switchyard::routes::AppState,
     pub driver: Option<tokio::task::JoinHandle<()>>,
     pub jobs_dir: Option<tempfile::TempDir>,
 }

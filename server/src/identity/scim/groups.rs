@@ -19,7 +19,6 @@ use super::users::managed;
 use super::{location, meta_of, patch, record, rfc3339, tenant, GROUP_SCHEMA};
 use crate::http::text;
 use crate::identity::directory::{self, slug_ok, MemberSource};
-use crate::state::AppState;
 use crate::store::{new_id, Store, WriteTx};
 
 struct ScimGroup {
@@ -122,21 +121,21 @@ pub async fn all(
 }
 
 async fn respond(
-    state: &AppState,
+    store: &Store,
     tenant: &str,
     uri: &Uri,
     id: &str,
     status: StatusCode,
 ) -> ScimResult {
     let params = ListParams::from_query(uri)?;
-    let g = load_one(&state.store, tenant, id).await?;
-    let v = doc(&state.store, tenant, &g).await?;
+    let g = load_one(store, tenant, id).await?;
+    let v = doc(store, tenant, &g).await?;
     Ok(scim_json(status, params.selection.apply(&GROUP, v)))
 }
 
-async fn list(state: &AppState, tenant: &str, params: ListParams) -> ScimResult {
+async fn list(store: &Store, tenant: &str, params: ListParams) -> ScimResult {
     params.check_filter(&[&GROUP])?;
-    let items = all(&state.store, tenant, params.filter.as_ref()).await?;
+    let items = all(store, tenant, params.filter.as_ref()).await?;
     let items = items
         .into_iter()
         .map(|g| params.selection.apply(&GROUP, g))
@@ -144,32 +143,28 @@ async fn list(state: &AppState, tenant: &str, params: ListParams) -> ScimResult 
     Ok(params.respond(items))
 }
 
-pub async fn list_groups(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    list(&state, &tenant, ListParams::from_query(&uri)?).await
+pub async fn list_groups(State(store): State<Store>, headers: HeaderMap, uri: Uri) -> ScimResult {
+    let tenant = tenant(&store, &headers).await?;
+    list(&store, &tenant, ListParams::from_query(&uri)?).await
 }
 
 pub async fn search_groups(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    list(&state, &tenant, ListParams::from_search(&body)?).await
+    let tenant = tenant(&store, &headers).await?;
+    list(&store, &tenant, ListParams::from_search(&body)?).await
 }
 
 pub async fn get_group(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    let tenant = tenant(&store, &headers).await?;
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 /// Switchyard group names are slugs: "ML Research" becomes `ml-research`.
@@ -300,12 +295,12 @@ async fn current_members(
 }
 
 pub async fn create_group(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
+    let tenant = tenant(&store, &headers).await?;
     let input = group_input(&body)?;
     let name = group_slug(&input.display_name);
     if !slug_ok(&name) {
@@ -313,7 +308,7 @@ pub async fn create_group(
     }
     let meta = meta_of(&headers);
     let id = new_id();
-    let mut tx = state.store.begin_write().await?;
+    let mut tx = store.begin_write().await?;
     let description = format!("Provisioned by SCIM as “{}”", input.display_name);
     let row = directory::NewGroupRow {
         id: &id,
@@ -340,18 +335,18 @@ pub async fn create_group(
     .await?;
     set_members(&mut tx, &tenant, &meta, (&id, &name), &input.members, &[]).await?;
     tx.commit().await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::CREATED).await
+    respond(&store, &tenant, &uri, &id, StatusCode::CREATED).await
 }
 
 /// Stores a group as `input` says: its displayName, externalId and members.
 async fn write(
-    state: &AppState,
+    store: &Store,
     tenant: &str,
     meta: &RequestMeta,
     g: &ScimGroup,
     input: &GroupInput,
 ) -> Result<(), ScimError> {
-    let mut tx = state.store.begin_write().await?;
+    let mut tx = store.begin_write().await?;
     let shown = g.display_name.as_deref().unwrap_or(&g.name);
     if shown != input.display_name || g.external_id != input.external_id {
         directory::set_group_scim_fields(
@@ -382,44 +377,44 @@ async fn write(
 }
 
 pub async fn replace_group(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    let g = load_one(&state.store, &tenant, &id).await?;
+    let tenant = tenant(&store, &headers).await?;
+    let g = load_one(&store, &tenant, &id).await?;
     let input = group_input(&body)?;
-    write(&state, &tenant, &meta_of(&headers), &g, &input).await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    write(&store, &tenant, &meta_of(&headers), &g, &input).await?;
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 pub async fn patch_group(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
+    let tenant = tenant(&store, &headers).await?;
     let ops = patch::operations(&body)?;
-    let g = load_one(&state.store, &tenant, &id).await?;
-    let mut wanted = doc(&state.store, &tenant, &g).await?;
+    let g = load_one(&store, &tenant, &id).await?;
+    let mut wanted = doc(&store, &tenant, &g).await?;
     patch::apply(&GROUP, &mut wanted, &ops)?;
     let input = group_input(&wanted)?;
-    write(&state, &tenant, &meta_of(&headers), &g, &input).await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    write(&store, &tenant, &meta_of(&headers), &g, &input).await?;
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 pub async fn delete_group(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ScimError> {
-    let tenant = tenant(&state, &headers).await?;
-    let g = load_one(&state.store, &tenant, &id).await?;
-    let mut tx = state.store.begin_write().await?;
+    let tenant = tenant(&store, &headers).await?;
+    let g = load_one(&store, &tenant, &id).await?;
+    let mut tx = store.begin_write().await?;
     if let Some(why) = crate::store::in_use::group(&mut tx, &tenant, &id).await? {
         return Err(ScimError::new(StatusCode::CONFLICT, None, why));
     }

@@ -21,6 +21,7 @@ mod schemas;
 mod token;
 mod users;
 
+use axum::extract::FromRef;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::{any, get, post, MethodRouter};
 use axum::Router;
@@ -34,8 +35,7 @@ use self::query::ListParams;
 pub use self::token::{issue_token, revoke_token, token_issued_at};
 use crate::audit::{self, Actor, Record};
 use crate::identity::secret;
-use crate::state::AppState;
-use crate::store::WriteTx;
+use crate::store::{Store, WriteTx};
 
 const USER_SCHEMA: &str = "urn:ietf:params:scim:schemas:core:2.0:User";
 const GROUP_SCHEMA: &str = "urn:ietf:params:scim:schemas:core:2.0:Group";
@@ -48,11 +48,15 @@ const SEARCH_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:SearchRequest
 const BASE: &str = "/scim/v2";
 
 /// A route whose other methods answer a SCIM 405.
-fn scim(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+fn scim<S: Clone + Send + Sync + 'static>(route: MethodRouter<S>) -> MethodRouter<S> {
     route.fallback(errors::method_not_allowed)
 }
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+{
     use self::schemas as s;
     use self::{groups as g, users as u};
     Router::new()
@@ -108,7 +112,7 @@ fn location(endpoint: &str, id: &str) -> String {
 }
 
 /// The tenant whose SCIM token this request carries.
-async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ScimError> {
+async fn tenant(store: &Store, headers: &HeaderMap) -> Result<String, ScimError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -128,7 +132,7 @@ async fn tenant(state: &AppState, headers: &HeaderMap) -> Result<String, ScimErr
     let t: Option<String> =
         sqlx::query_scalar("SELECT tenant_id FROM scim_tokens WHERE token_hash = $1")
             .bind(secret::digest(token))
-            .fetch_optional(&state.store.pool)
+            .fetch_optional(&store.pool)
             .await?;
     t.ok_or_else(unauthorized)
 }
@@ -180,14 +184,14 @@ fn rfc3339(ms: i64) -> String {
 /// `POST /scim/v2/.search`: users and groups together (RFC 7644 §3.4.3), each matched and
 /// narrowed by its own schema.
 async fn search(
-    axum::extract::State(state): axum::extract::State<AppState>,
+    axum::extract::State(store): axum::extract::State<Store>,
     headers: HeaderMap,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
+    let tenant = tenant(&store, &headers).await?;
     let params = ListParams::from_search(&body)?;
     params.check_filter(&[&schemas::USER, &schemas::GROUP])?;
-    let mut items: Vec<Value> = users::all(&state.store, &tenant)
+    let mut items: Vec<Value> = users::all(&store, &tenant)
         .await?
         .into_iter()
         .filter(|u| {
@@ -198,7 +202,7 @@ async fn search(
         })
         .map(|u| params.selection.apply(&schemas::USER, u))
         .collect();
-    for g in groups::all(&state.store, &tenant, params.filter.as_ref()).await? {
+    for g in groups::all(&store, &tenant, params.filter.as_ref()).await? {
         items.push(params.selection.apply(&schemas::GROUP, g));
     }
     Ok(params.respond(items))

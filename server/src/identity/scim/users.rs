@@ -15,7 +15,6 @@ use super::schemas::USER;
 use super::{location, meta_of, patch, record, rfc3339, tenant, USER_SCHEMA};
 use crate::http::text;
 use crate::identity::directory::{self, slug_ok};
-use crate::state::AppState;
 use crate::store::{new_id, Store, WriteTx};
 
 /// A user as SCIM sees it.
@@ -128,22 +127,22 @@ pub async fn all(store: &Store, tenant: &str) -> Result<Vec<Value>, sqlx::Error>
 }
 
 async fn respond(
-    state: &AppState,
+    store: &Store,
     tenant: &str,
     uri: &Uri,
     id: &str,
     status: StatusCode,
 ) -> ScimResult {
     let params = ListParams::from_query(uri)?;
-    let u = load_one(&state.store, tenant, id).await?;
-    let v = doc(&state.store, tenant, &u).await?;
+    let u = load_one(store, tenant, id).await?;
+    let v = doc(store, tenant, &u).await?;
     Ok(scim_json(status, params.selection.apply(&USER, v)))
 }
 
 /// Lists, filtered and paged (`GET /Users` and `POST /Users/.search`).
-async fn list(state: &AppState, tenant: &str, params: ListParams) -> ScimResult {
+async fn list(store: &Store, tenant: &str, params: ListParams) -> ScimResult {
     params.check_filter(&[&USER])?;
-    let mut items = all(&state.store, tenant).await?;
+    let mut items = all(store, tenant).await?;
     if let Some(f) = &params.filter {
         items.retain(|u| f.matches(u, &USER, None));
     }
@@ -154,28 +153,28 @@ async fn list(state: &AppState, tenant: &str, params: ListParams) -> ScimResult 
     Ok(params.respond(items))
 }
 
-pub async fn list_users(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    list(&state, &tenant, ListParams::from_query(&uri)?).await
+pub async fn list_users(State(store): State<Store>, headers: HeaderMap, uri: Uri) -> ScimResult {
+    let tenant = tenant(&store, &headers).await?;
+    list(&store, &tenant, ListParams::from_query(&uri)?).await
 }
 
 pub async fn search_users(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    list(&state, &tenant, ListParams::from_search(&body)?).await
+    let tenant = tenant(&store, &headers).await?;
+    list(&store, &tenant, ListParams::from_search(&body)?).await
 }
 
 pub async fn get_user(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    let tenant = tenant(&store, &headers).await?;
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 /// The attributes of a User body that Switchyard keeps.
@@ -301,16 +300,16 @@ fn name_json(input: &UserInput) -> Option<String> {
 }
 
 pub async fn create_user(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
+    let tenant = tenant(&store, &headers).await?;
     let input = user_input(&body, None)?;
     let meta = meta_of(&headers);
     let id = new_id();
-    let mut tx = state.store.begin_write().await?;
+    let mut tx = store.begin_write().await?;
     let scim_name = name_json(&input);
     let row = directory::NewUserRow {
         id: &id,
@@ -333,7 +332,7 @@ pub async fn create_user(
     }
     record(&mut tx, &tenant, &meta, "user.create", "user", &id, json!({"username": input.username, "display_name": input.display_name, "email": input.email, "via": "scim", "active": input.active})).await?;
     tx.commit().await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::CREATED).await
+    respond(&store, &tenant, &uri, &id, StatusCode::CREATED).await
 }
 
 /// Writes every kept attribute; disabling also ends the user's sessions and API tokens.
@@ -368,48 +367,48 @@ async fn write(
 }
 
 pub async fn replace_user(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
-    let current = load_one(&state.store, &tenant, &id).await?;
+    let tenant = tenant(&store, &headers).await?;
+    let current = load_one(&store, &tenant, &id).await?;
     let input = user_input(&body, Some(current.active))?;
-    let mut tx = state.store.begin_write().await?;
+    let mut tx = store.begin_write().await?;
     write(&mut tx, &tenant, &meta_of(&headers), &id, &input).await?;
     tx.commit().await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 pub async fn patch_user(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     uri: Uri,
     Path(id): Path<String>,
     ScimJson(body): ScimJson,
 ) -> ScimResult {
-    let tenant = tenant(&state, &headers).await?;
+    let tenant = tenant(&store, &headers).await?;
     let ops = patch::operations(&body)?;
-    let current = load_one(&state.store, &tenant, &id).await?;
-    let mut wanted = doc(&state.store, &tenant, &current).await?;
+    let current = load_one(&store, &tenant, &id).await?;
+    let mut wanted = doc(&store, &tenant, &current).await?;
     patch::apply(&USER, &mut wanted, &ops)?;
     let input = user_input(&wanted, Some(current.active))?;
-    let mut tx = state.store.begin_write().await?;
+    let mut tx = store.begin_write().await?;
     write(&mut tx, &tenant, &meta_of(&headers), &id, &input).await?;
     tx.commit().await?;
-    respond(&state, &tenant, &uri, &id, StatusCode::OK).await
+    respond(&store, &tenant, &uri, &id, StatusCode::OK).await
 }
 
 pub async fn delete_user(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ScimError> {
-    let tenant = tenant(&state, &headers).await?;
-    let u = load_one(&state.store, &tenant, &id).await?;
-    let mut tx = state.store.begin_write().await?;
+    let tenant = tenant(&store, &headers).await?;
+    let u = load_one(&store, &tenant, &id).await?;
+    let mut tx = store.begin_write().await?;
     directory::purge_user(&mut tx, &tenant, &id).await?;
     record(
         &mut tx,

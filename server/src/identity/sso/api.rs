@@ -1,7 +1,9 @@
 //! REST handlers for single sign-on: a tenant's identity providers (`/idp`, tenant admins),
 //! "test connection", tenant sign-in settings, and the public sign-in options of a tenant.
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
@@ -11,13 +13,21 @@ use app::access::Action;
 use app::model::*;
 
 use super::{self as sso, ldap, oidc};
+use crate::config::Config;
 use crate::http::error::{ApiResult, Problem};
 use crate::http::extract::ApiJson;
 use crate::http::require;
 use crate::http::Caller;
-use crate::state::AppState;
+use crate::identity::sso::oidc::DiscoveryCache;
+use crate::store::Store;
 
-pub fn router() -> OpenApiRouter<AppState> {
+pub fn router<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Store: FromRef<S>,
+    Arc<Config>: FromRef<S>,
+    Arc<DiscoveryCache>: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list_providers, create_provider))
         .routes(routes!(get_provider, update_provider, delete_provider))
@@ -30,57 +40,59 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The tenant's identity providers (secrets are never returned).
 #[utoipa::path(get, path = "/idp", tag = "sso", responses((status = 200, body = Vec<IdentityProvider>), (status = 401, body = Problem), (status = 403, body = Problem)))]
 async fn list_providers(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
 ) -> ApiResult<Json<Vec<IdentityProvider>>> {
-    Ok(Json(sso::list_providers(&s.store, &s.config, &p).await?))
+    Ok(Json(sso::list_providers(&store, &config, &p).await?))
 }
 
 /// Add an identity provider (OIDC). Register `redirect_uri` from the answer at the IdP.
 #[utoipa::path(post, path = "/idp", tag = "sso", request_body = SaveIdentityProvider, responses((status = 201, body = IdentityProvider), (status = 403, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 async fn create_provider(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<SaveIdentityProvider>,
 ) -> ApiResult<(StatusCode, Json<IdentityProvider>)> {
-    let idp = sso::create_provider(&s.store, &s.config, &p, &meta, input).await?;
+    let idp = sso::create_provider(&store, &config, &p, &meta, input).await?;
     Ok((StatusCode::CREATED, Json(idp)))
 }
 
 #[utoipa::path(get, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), responses((status = 200, body = IdentityProvider), (status = 404, body = Problem)))]
 async fn get_provider(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<IdentityProvider>> {
     Ok(Json(
-        sso::provider_row(&s.store, &p, &id)
-            .await?
-            .public(&s.config),
+        sso::provider_row(&store, &p, &id).await?.public(&config),
     ))
 }
 
 /// Replace a provider's settings; an absent `client_secret` keeps the stored one.
 #[utoipa::path(put, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), request_body = SaveIdentityProvider, responses((status = 200, body = IdentityProvider), (status = 404, body = Problem), (status = 422, body = Problem)))]
 async fn update_provider(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
     ApiJson(input): ApiJson<SaveIdentityProvider>,
 ) -> ApiResult<Json<IdentityProvider>> {
     Ok(Json(
-        sso::update_provider(&s.store, &s.config, &p, &meta, &id, input).await?,
+        sso::update_provider(&store, &config, &p, &meta, &id, input).await?,
     ))
 }
 
 /// Remove a provider with the memberships it manages (its users stay).
 #[utoipa::path(delete, path = "/idp/{id}", tag = "sso", params(("id" = String, Path)), responses((status = 204), (status = 404, body = Problem)))]
 async fn delete_provider(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    sso::delete_provider(&s.store, &p, &meta, &id).await?;
+    sso::delete_provider(&store, &p, &meta, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -88,23 +100,27 @@ async fn delete_provider(
 /// the service account and finds the base DN. Each step is reported.
 #[utoipa::path(post, path = "/idp/{id}/test", tag = "sso", params(("id" = String, Path)), responses((status = 200, body = Vec<ConnectionCheck>), (status = 404, body = Problem)))]
 async fn test_provider(
-    State(s): State<AppState>,
+    State(store): State<Store>,
+    State(config): State<Arc<Config>>,
+    State(discovery): State<Arc<DiscoveryCache>>,
     Caller(p, _): Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Vec<ConnectionCheck>>> {
-    let row = sso::provider_row(&s.store, &p, &id).await?;
-    Ok(Json(test_connection(&s, &row).await))
+    let row = sso::provider_row(&store, &p, &id).await?;
+    Ok(Json(test_connection(&config, &discovery, &row).await))
 }
 
 /// "Test connection" for a provider of any kind (the API and the settings page).
-pub async fn test_connection(s: &AppState, row: &sso::ProviderRow) -> Vec<ConnectionCheck> {
+pub async fn test_connection(
+    config: &Config,
+    discovery: &DiscoveryCache,
+    row: &sso::ProviderRow,
+) -> Vec<ConnectionCheck> {
     match row.kind {
-        ProviderKind::Ldap => {
-            ldap::test_connection(row, s.config.allow_private_idp_addresses).await
-        }
-        ProviderKind::Saml => super::saml::test_connection(&s.config, row).await,
+        ProviderKind::Ldap => ldap::test_connection(row, config.allow_private_idp_addresses).await,
+        ProviderKind::Saml => super::saml::test_connection(config, row).await,
         ProviderKind::Oidc => {
-            oidc::test_connection(&s.oidc, row, s.config.allow_private_idp_addresses).await
+            oidc::test_connection(discovery, row, config.allow_private_idp_addresses).await
         }
     }
 }
@@ -112,13 +128,13 @@ pub async fn test_connection(s: &AppState, row: &sso::ProviderRow) -> Vec<Connec
 /// Turn password sign-in on or off for the tenant (platform admins keep theirs).
 #[utoipa::path(put, path = "/sign-in-settings", tag = "sso", request_body = SignInSettings, responses((status = 200, body = SignInSettings), (status = 403, body = Problem)))]
 async fn set_sign_in_settings(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
     ApiJson(input): ApiJson<SignInSettings>,
 ) -> ApiResult<Json<SignInSettings>> {
     require(&p, Action::ManageDirectory)?;
     Ok(Json(
-        sso::set_sign_in_settings(&s.store, &p, &meta, input).await?,
+        sso::set_sign_in_settings(&store, &p, &meta, input).await?,
     ))
 }
 
@@ -126,10 +142,10 @@ async fn set_sign_in_settings(
 /// Public (no sign-in needed); an unknown organization answers as one with only passwords.
 #[utoipa::path(get, path = "/sign-in/{tenant}", tag = "sso", security(()), params(("tenant" = String, Path)), responses((status = 200, body = SignInOptions)))]
 async fn sign_in_options(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Path(tenant): Path<String>,
 ) -> ApiResult<Json<SignInOptions>> {
-    Ok(Json(sso::sign_in_options(&s.store, &tenant).await?))
+    Ok(Json(sso::sign_in_options(&store, &tenant).await?))
 }
 
 /// The tenant's SCIM token, shown once.
@@ -142,19 +158,19 @@ pub struct ScimToken {
 /// Issue the tenant's SCIM bearer token (replacing any earlier one).
 #[utoipa::path(post, path = "/scim/token", tag = "sso", responses((status = 201, body = ScimToken), (status = 403, body = Problem)))]
 async fn issue_scim_token(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
 ) -> ApiResult<(StatusCode, Json<ScimToken>)> {
-    let token = crate::identity::scim::issue_token(&s.store, &p, &meta).await?;
+    let token = crate::identity::scim::issue_token(&store, &p, &meta).await?;
     Ok((StatusCode::CREATED, Json(ScimToken { token })))
 }
 
 /// Revoke the tenant's SCIM token; SCIM requests fail from the next one.
 #[utoipa::path(delete, path = "/scim/token", tag = "sso", responses((status = 204), (status = 403, body = Problem)))]
 async fn revoke_scim_token(
-    State(s): State<AppState>,
+    State(store): State<Store>,
     Caller(p, meta): Caller,
 ) -> ApiResult<StatusCode> {
-    crate::identity::scim::revoke_token(&s.store, &p, &meta).await?;
+    crate::identity::scim::revoke_token(&store, &p, &meta).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -22,20 +22,25 @@ use app::model::PoolNode;
 
 use super::buckets::nearest_rank;
 use super::{prune, write, SampleRow, SampleSet, Series, RETENTION_MS};
-use crate::scheduler::driver::{SchedulerHandle, Summary};
-use crate::state::AppState;
+use crate::scheduler::driver::{DriverConfig, SchedulerHandle, Summary};
 use crate::store::Store;
 
 /// The states in which a job holds GPUs.
 const HOLDING: &str = "('admitted', 'starting', 'running', 'preempting')";
 
-/// Starts the sampler for the driver `driver` of `state` and hands the driver back: the sampler
-/// stops when the driver's task ends (or is aborted).
-pub fn beside(state: &AppState, driver: JoinHandle<()>) -> JoinHandle<()> {
+/// Starts the sampler for the driver `driver` (of `store`, publishing through `handle`, with
+/// the scheduler's settings `config`) and hands the driver back: the sampler stops when the
+/// driver's task ends (or is aborted).
+pub fn beside(
+    store: &Store,
+    handle: &SchedulerHandle,
+    config: &DriverConfig,
+    driver: JoinHandle<()>,
+) -> JoinHandle<()> {
     let sampler = Sampler {
-        store: state.store.clone(),
-        handle: state.scheduler.clone(),
-        interval_ms: state.config.scheduler.history_sample_ms.max(10),
+        store: store.clone(),
+        handle: handle.clone(),
+        interval_ms: config.history_sample_ms.max(10),
         driver: driver.abort_handle(),
         last_at: None,
     };

@@ -1,4 +1,7 @@
-//! The application state every handler receives.
+//! The application state: the top layer's (router assembly, pages, start-up). No domain knows
+//! it: each domain's router is generic over the state and its handlers and middleware take only
+//! the parts they need (`State<Store>`, `State<Arc<Config>>`, …), which `FromRef` extracts from
+//! this one.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +14,7 @@ use crate::identity::throttle::Throttle;
 use crate::scheduler::driver::SchedulerHandle;
 use crate::store::Store;
 
+/// Every field is extractable on its own as `State<FieldType>` (`FromRef`).
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub store: Store,

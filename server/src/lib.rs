@@ -1,5 +1,5 @@
-//! Switchyard's server: REST API, Leptos SSR, and (in later work) scheduler, node control and
-//! gateway. One module per domain; each owns its tables, its REST router and its tests.
+//! Switchyard's server: REST API, Leptos SSR, the scheduler with its node executors, and the
+//! AI gateway. One module per domain; each owns its tables, its REST router and its tests.
 
 pub mod access;
 pub mod audit;
@@ -15,6 +15,7 @@ pub mod nodes;
 pub mod policy;
 pub mod routes;
 pub mod scheduler;
+pub mod state;
 pub mod store;
 pub mod tenancy;
 pub mod web;
@@ -30,7 +31,7 @@ use leptos::config::LeptosOptions;
 
 use crate::config::Config;
 use crate::identity::throttle::{Throttle, ThrottlePolicy};
-use crate::routes::AppState;
+use crate::state::AppState;
 use crate::store::Store;
 
 /// Starts the scheduler's driver for this state (on the current Tokio runtime), with the

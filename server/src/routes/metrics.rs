@@ -12,7 +12,7 @@ use axum::Extension;
 use app::model::RequestMeta;
 
 use crate::identity::secret::{constant_time_eq, digest};
-use crate::routes::AppState;
+use crate::state::AppState;
 
 /// The answer to a request that may not read the metrics (`None`: it may).
 fn refusal(state: &AppState, headers: &HeaderMap, meta: &RequestMeta) -> Option<Response> {

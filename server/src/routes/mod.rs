@@ -2,17 +2,14 @@
 //! `/api/v1/openapi.json`), health and metrics at the root, the pages, the middleware every
 //! request passes, and starting and stopping the server (`serve`). Only this module imports
 //! the domains' routers; they import the toolkit in [`crate::http`], never this. The state,
-//! [`AppState`], is this layer's: the domains' routers are generic over it and take their
-//! parts by `FromRef`.
+//! [`AppState`] (`crate::state`), is the top layer's: the domains' routers are generic over
+//! it and take their parts by `FromRef`.
 
 use std::time::Instant;
 
 pub mod assets;
 mod metrics;
 pub mod serve;
-mod state;
-
-pub use state::AppState;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
@@ -28,6 +25,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::http::error::{self, ApiError, AppError};
 use crate::http::{problems, request_id};
+use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(

@@ -16,7 +16,24 @@ pub(super) async fn channel(store: &Store) -> Result<String, sqlx::Error> {
     let schema: String = sqlx::query_scalar("SELECT current_schema()::text")
         .fetch_one(&store.pool)
         .await?;
-    Ok(format!("switchyard_access:{schema}"))
+    Ok(channel_of(&schema))
+}
+
+/// PostgreSQL refuses a channel name longer than an identifier (63 bytes).
+const MAX_CHANNEL: usize = 63;
+
+/// `switchyard_access:<schema>`, or, where that is too long for PostgreSQL (a schema name of
+/// more than 45 bytes), the same prefix with the first 128 bits of the schema name's SHA-256:
+/// every process on the schema computes the same name.
+fn channel_of(schema: &str) -> String {
+    let plain = format!("switchyard_access:{schema}");
+    if plain.len() <= MAX_CHANNEL {
+        return plain;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(schema.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("switchyard_access:{hex}")
 }
 
 impl Store {
@@ -55,5 +72,30 @@ async fn listen(store: &Store) -> Result<(), sqlx::Error> {
     loop {
         l.recv().await?;
         store.access_generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{channel_of, MAX_CHANNEL};
+
+    #[test]
+    fn every_schema_gets_a_channel_postgresql_takes() {
+        assert_eq!(channel_of("public"), "switchyard_access:public");
+        let at_limit = "s".repeat(45);
+        assert_eq!(
+            channel_of(&at_limit),
+            format!("switchyard_access:{at_limit}")
+        );
+        // Longer names (PostgreSQL allows 63-byte schema names) get a digest, and two of them
+        // that differ only at the end still get channels of their own.
+        let a = channel_of(&format!("{}a", "s".repeat(62)));
+        let b = channel_of(&format!("{}b", "s".repeat(62)));
+        assert!(
+            a.len() <= MAX_CHANNEL && b.len() <= MAX_CHANNEL,
+            "{a} / {b}"
+        );
+        assert_ne!(a, b);
+        assert_eq!(a, channel_of(&format!("{}a", "s".repeat(62))));
     }
 }

@@ -14,7 +14,7 @@ use crate::http::error::{ApiError, AppError};
 use crate::identity::login::{password_login, MAX_TENANT_CHARS, MAX_USERNAME_CHARS};
 use crate::identity::secret::constant_time_eq;
 use crate::identity::tokens;
-use crate::routes::AppState;
+use crate::state::AppState;
 
 pub const SESSION_COOKIE: &str = "sy_session";
 

@@ -7,8 +7,8 @@ use app::model::*;
 use crate::catalog;
 use crate::identity::directory::{self as dir, ListParams};
 use crate::policy as res;
-use crate::routes::AppState;
 use crate::scheduler::jobs;
+use crate::state::AppState;
 
 pub struct WebBackend {
     pub state: AppState,

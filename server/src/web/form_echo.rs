@@ -27,7 +27,7 @@ use app::model::{Auth, Principal};
 
 use crate::http::error::{ApiError, AppError};
 use crate::identity::secret::{constant_time_eq, random};
-use crate::routes::AppState;
+use crate::state::AppState;
 
 /// How long a rejected form's fields are kept: long enough to read the errors and reload.
 pub const TTL_MS: i64 = 5 * 60 * 1000;

@@ -23,7 +23,7 @@ use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::routes::AppState;
+use crate::state::AppState;
 
 /// A page's policy; `script` is what may run besides scripts from this origin.
 fn page_csp(script: &str) -> String {

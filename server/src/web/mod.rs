@@ -23,7 +23,7 @@ use app::backend::SharedBackend;
 use app::model::Principal;
 
 use crate::http::error::{ApiError, AppError};
-use crate::routes::AppState;
+use crate::state::AppState;
 
 pub fn routes(router: Router<AppState>, state: &AppState) -> Router<AppState> {
     let backend: SharedBackend = Arc::new(backend::WebBackend {

@@ -19,7 +19,7 @@ use crate::identity::sso::oidc;
 use crate::identity::sso::requests::{self, REQUEST_TTL_MS};
 use crate::identity::sso::saml;
 use crate::identity::sso::{self, ExternalLogin, Finished, ProviderRow};
-use crate::routes::AppState;
+use crate::state::AppState;
 
 /// Binds a sign-in in flight to the browser that started it (login CSRF protection).
 pub const SSO_COOKIE: &str = "sy_sso";

@@ -31,6 +31,44 @@ pub fn postgres_base() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
+/// The wall clock's seconds (the system clock, never a test's manual one).
+fn unix_secs() -> u64 {
+    u64::try_from(Clock::system().now_ms() / 1000).unwrap_or(0)
+}
+
+/// Drops, once per test process, the schemas of runs that ended without dropping theirs (a
+/// test that panicked before its cleanup, a run killed): those named more than an hour ago,
+/// and those of the naming before the time was in the name. A run takes minutes, so a
+/// schema of a run still going is never one of them.
+async fn sweep_stale_schemas(admin: &sqlx::AnyPool) {
+    static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    SWEPT
+        .get_or_init(|| async {
+            let Ok(rows) = sqlx::query_scalar::<_, String>(
+                "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'sy\\_test\\_%'",
+            )
+            .fetch_all(admin)
+            .await
+            else {
+                return;
+            };
+            let hour_ago = unix_secs().saturating_sub(3600);
+            for name in rows {
+                let rest = &name["sy_test_".len()..];
+                let stale = match rest.split_once('_') {
+                    Some((secs, _)) => secs.parse::<u64>().is_ok_and(|t| t < hour_ago),
+                    None => true,
+                };
+                if stale {
+                    let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                        .execute(admin)
+                        .await;
+                }
+            }
+        })
+        .await;
+}
+
 pub struct TestDb {
     pub store: Store,
     pub url: String,
@@ -58,7 +96,10 @@ impl TestDb {
                 let admin = sqlx::AnyPool::connect(&base).await.unwrap_or_else(|e| {
                     panic!("PostgreSQL is required for the store suite at {base}: {e}. Start it or set SWITCHYARD_TEST_POSTGRES.")
                 });
-                let schema = format!("sy_test_{}", uuid::Uuid::new_v4().simple());
+                sweep_stale_schemas(&admin).await;
+                // 51 bytes: longer than the 45 a schema's change-feed channel takes whole, so
+                // every PostgreSQL test also runs with the channel's digest form.
+                let schema = format!("sy_test_{}_{}", unix_secs(), uuid::Uuid::new_v4().simple());
                 sqlx::query(&format!("CREATE SCHEMA {schema}"))
                     .execute(&admin)
                     .await
@@ -104,7 +145,7 @@ impl TestDb {
 pub struct TestApp {
     pub db: TestDb,
     pub router: axum::Router,
-    pub state: switchyard::routes::AppState,
+    pub state: switchyard::state::AppState,
     pub driver: Option<tokio::task::JoinHandle<()>>,
     pub jobs_dir: Option<tempfile::TempDir>,
 }

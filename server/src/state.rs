@@ -1,7 +1,7 @@
-//! The application state: the top layer's (router assembly, pages, start-up). No domain knows
-//! it: each domain's router is generic over the state and its handlers and middleware take only
-//! the parts they need (`State<Store>`, `State<Arc<Config>>`, …), which `FromRef` extracts from
-//! this one.
+//! The application state of the top layer (router assembly in `routes`, pages in `web`,
+//! start-up in `lib` and `cli`). No domain knows it: each domain's router is generic over the
+//! state, and its handlers and middleware take only the parts they need (`State<Store>`,
+//! `State<Arc<Config>>`, …), which `FromRef` extracts from this one.
 
 use std::sync::{Arc, Mutex};
 

@@ -121,8 +121,11 @@ pub(super) fn authorize(
     Ok(())
 }
 
+/// Instances by index: skipped or tried (on the stack for the usual few).
+pub(super) type Tried = smallvec::SmallVec<[usize; 8]>;
+
 /// The instances not to pick now (down, not seen up yet, ejected), by index.
-pub(super) fn skipped(ep: &EndpointSnap, now: i64) -> Vec<usize> {
+pub(super) fn skipped(ep: &EndpointSnap, now: i64) -> Tried {
     ep.targets
         .iter()
         .enumerate()
@@ -405,6 +408,13 @@ async fn forward(
 /// OpenAI-style JSON body, else the start of its prompt (`body`: a small JSON body read
 /// whole, else empty).
 pub(super) fn session_of(header: Option<&str>, body: &[u8]) -> Option<u64> {
+    // What `session_key` would find first, without building its inputs (each request asks).
+    if let Some(v) = header.map(str::trim).filter(|v| !v.is_empty()) {
+        return Some(key_hash(v.as_bytes()));
+    }
+    if body.is_empty() {
+        return None;
+    }
     // Only the header a session key may come from is looked at.
     let headers: Vec<(String, String)> = header
         .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
@@ -509,5 +519,33 @@ impl http_body::Body for Tracked {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_of;
+
+    #[test]
+    fn a_session_comes_from_the_header_else_the_body() {
+        let chat = br#"{"user":"u-7","messages":[{"role":"user","content":"hi"}]}"#;
+        // The header wins over the body, trimmed, whatever the body says.
+        let by_header = session_of(Some(" s-1 "), b"");
+        assert!(by_header.is_some());
+        assert_eq!(session_of(Some("s-1"), chat), by_header);
+        assert_ne!(session_of(Some("s-2"), b""), by_header);
+        // A blank header is no key: the body's `user` is.
+        let by_user = session_of(None, chat);
+        assert!(by_user.is_some());
+        assert_eq!(session_of(Some("  "), chat), by_user);
+        assert_eq!(
+            session_of(None, br#"{"user":"u-7","prompt":"other"}"#),
+            by_user,
+            "the same user, another prompt: the same instance"
+        );
+        // Without a user, the prompt's start; without anything, none.
+        assert!(session_of(None, br#"{"prompt":"Once upon a time"}"#).is_some());
+        assert_eq!(session_of(None, b""), None);
+        assert_eq!(session_of(Some(""), b""), None);
     }
 }

@@ -104,21 +104,26 @@ pub struct UserSnap {
     pub groups: Vec<String>,
 }
 
+/// The snapshot's maps, looked up several times per request: foldhash (seeded per process)
+/// instead of SipHash. Their keys are ids and token digests the server made, not what a
+/// client chose.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 pub struct Snapshot {
     /// The store's access generation this snapshot was read at (or after).
     pub generation: u64,
-    pub gateways: HashMap<String, GatewaySnap>,
-    pub endpoints: HashMap<String, EndpointSnap>,
+    pub gateways: FastMap<String, GatewaySnap>,
+    pub endpoints: FastMap<String, EndpointSnap>,
     /// By the SHA-256 of the secret; revoked tokens are not here.
-    pub tokens: HashMap<String, TokenSnap>,
-    pub users: HashMap<String, UserSnap>,
+    pub tokens: FastMap<String, TokenSnap>,
+    pub users: FastMap<String, UserSnap>,
     /// The `endpoint` access rules, by tenant.
-    pub rules: HashMap<String, Vec<Rule>>,
+    pub rules: FastMap<String, Vec<Rule>>,
     /// The running serving jobs this snapshot counts as instances, by id (sorted).
     pub serving: Vec<String>,
     /// Raw TCP routes of existing gateways, by port.
-    pub tcp: HashMap<u16, TcpRouteSnap>,
+    pub tcp: FastMap<u16, TcpRouteSnap>,
 }
 
 impl EndpointSnap {

@@ -266,7 +266,8 @@ pub(super) fn parse_response(
     let mut chunked = false;
     let mut keep_alive = version == 1;
     let mut meter = None;
-    let mut client = Vec::with_capacity(len + 32);
+    // Room for the body read with the head too: the relay sends both in one write.
+    let mut client = Vec::with_capacity(buf.len() + 64);
     client.extend_from_slice(b"HTTP/1.1 ");
     let _ = write!(client, "{status}");
     client.push(b' ');

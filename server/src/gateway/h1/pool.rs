@@ -5,7 +5,6 @@
 //! registered with the reactor of the runtime that opened it, and only that runtime's tasks
 //! take it again.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -15,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::gateway::cores::{cores, index};
 use crate::gateway::upstream::{CONNECT_TIMEOUT, IDLE_TIMEOUT, MAX_IDLE};
 
-type Idle = HashMap<String, Vec<(TcpStream, Instant)>>;
+type Idle = crate::gateway::snapshot::FastMap<String, Vec<(TcpStream, Instant)>>;
 
 pub struct Pool {
     /// One per core, and one for the server's runtime (the last).

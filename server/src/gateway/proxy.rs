@@ -408,23 +408,20 @@ async fn forward(
 /// OpenAI-style JSON body, else the start of its prompt (`body`: a small JSON body read
 /// whole, else empty).
 pub(super) fn session_of(header: Option<&str>, body: &[u8]) -> Option<u64> {
-    // What `session_key` would find first, without building its inputs (each request asks).
+    // The header first, read here as `session_key` would (trimmed, not blank): nothing to
+    // build for it on each request. Then the body's sources.
     if let Some(v) = header.map(str::trim).filter(|v| !v.is_empty()) {
         return Some(key_hash(v.as_bytes()));
     }
     if body.is_empty() {
         return None;
     }
-    // Only the header a session key may come from is looked at.
-    let headers: Vec<(String, String)> = header
-        .map(|v| vec![(SESSION_HEADER.to_string(), v.to_string())])
-        .unwrap_or_default();
-    let sources = [
-        KeySource::Header(SESSION_HEADER.into()),
-        KeySource::JsonUser,
-        KeySource::PromptPrefix(256),
-    ];
-    session_key(&sources, &headers, body).map(|k| key_hash(&k))
+    session_key(
+        &[KeySource::JsonUser, KeySource::PromptPrefix(256)],
+        &[],
+        body,
+    )
+    .map(|k| key_hash(&k))
 }
 
 /// The answer when no instance answered: there was none to try, or every one was tried.

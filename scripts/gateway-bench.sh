@@ -20,6 +20,8 @@
 #                direct-tls's too)
 #   idle         memory (VmRSS; nginx: master and workers) per 10,000 idle keep-alive
 #                connections, each having served one request (scripts/bench/idle_conns.py)
+#   rounds       ROUNDS pairs of saturation runs, nginx and the gateway back to back (plain,
+#                then TLS): each pair's req/s and CPU per request, and the median ratio
 #   route change PATCH a route to a second endpoint (a second upstream answering another body)
 #                and poll the gateway until the answer is the new upstream's, $ROUTE_ROUNDS
 #                times (scripts/bench/route_switch.py)
@@ -31,8 +33,11 @@
 #   SKIP_BUILD=1 scripts/gateway-bench.sh    # use the existing target/release/switchyard
 #   SKIP_BUILD=1 BIN=path/to/switchyard scripts/gateway-bench.sh   # or that binary
 #   TOKIO_WORKER_THREADS=1 scripts/gateway-bench.sh  # one runtime thread, one nginx worker
+#   SAME_SESSION=1 scripts/gateway-bench.sh  # the server in wrk's session, not its own (below)
+#   ROUNDS=7 scripts/gateway-bench.sh       # 7 alternating saturation pairs per listener, not 5
 #   PROFILE=perf.txt scripts/gateway-bench.sh  # also: where the gateway's CPU goes (perf),
-#                                              # plain in perf.txt, TLS in perf-tls.txt
+#                                              # plain in perf.txt, TLS in perf-tls.txt,
+#                                              # plain nginx's in perf-nginx.txt
 #   PROFILE=perf.txt PERF_RECORD_ARGS="--call-graph dwarf" PERF_DATA=/tmp/gw.data \
 #     scripts/gateway-bench.sh                 # with call graphs, perf.data kept
 set -euo pipefail
@@ -43,6 +48,11 @@ THREADS=${THREADS:-2}
 SECONDS_EACH=${SECONDS_EACH:-10}
 RATE=${RATE:-3000}
 PACED_CONNS=${PACED_CONNS:-32}
+# Alternating saturation rounds, nginx against the gateway (plain, then TLS): on a machine
+# whose cores wrk, the upstream and the proxy share, one run of each moves by ±10 % from run to
+# run; the median of ROUNDS pairs, each pair run back to back (order swapped every round),
+# says more than one. 0 leaves them out.
+ROUNDS=${ROUNDS:-5}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 ROUTE_ROUNDS=${ROUTE_ROUNDS:-20}
 UP_PORT=${UP_PORT:-18081}
@@ -190,14 +200,27 @@ curl -fsS -o /dev/null "http://127.0.0.1:$NGINX_PORT/"
 curl -fsSk -o /dev/null "https://127.0.0.1:$NGINX_TLS_PORT/"
 
 # Switchyard with the demo data, plain HTTP gateways or TLS ones (a process-wide setting).
+# In a session of its own, as each nginx is (`daemon on` calls setsid): with the kernel's
+# autogroup scheduling (kernel.sched_autogroup_enabled), each session shares the CPU as one
+# group, and a proxy left in the session of wrk (this script's) competes with wrk for one
+# group's share while nginx gets a share of its own. SAME_SESSION=1 leaves the gateway in this
+# script's session (how runs before 2026-12-07 16:00 UTC started it).
+SESSION=(setsid)
+[ -n "${SAME_SESSION:-}" ] && SESSION=()
 start_server() { # plain|tls
   local mode=(--gateway-plain-http)
   [ "$1" = tls ] && mode=(--gateway-tls-dir "$WORK/tls")
-  "$BIN" serve --demo --log-format text --listen "127.0.0.1:$SY_PORT" "${mode[@]}" \
+  "${SESSION[@]}" "$BIN" serve --demo --log-format text --listen "127.0.0.1:$SY_PORT" "${mode[@]}" \
     --database-url "sqlite://$WORK/bench.db?mode=rwc" --gateway-ports "$GW_PORTS" \
     >>"$WORK/switchyard-$1.log" 2>&1 &
   SY_PID=$!
   pids+=("$SY_PID")
+  # setsid runs the server in its place (this shell's background job leads no group), so
+  # $! is the server; checked, as every figure below is read off that pid.
+  if [ ${#SESSION[@]} -gt 0 ] && [ "$(ps -o sid= -p "$SY_PID" | tr -d ' ')" != "$SY_PID" ]; then
+    sleep 0.2
+    [ "$(ps -o sid= -p "$SY_PID" | tr -d ' ')" = "$SY_PID" ] || { echo "the server is not in a session of its own" >&2; exit 1; }
+  fi
   for _ in $(seq 1 100); do
     curl -fsS "http://127.0.0.1:$SY_PORT/readyz" >/dev/null 2>&1 && return 0
     sleep 0.2
@@ -324,6 +347,34 @@ bench() { # saturation|paced NAME URL [wrk args]
       'BEGIN { if (r > 0) printf "%.2f", n / (r * s) }')
   fi
 }
+# One saturation run: "req/s CPU-µs-per-request failed-lines" (wrk's Non-2xx / socket errors).
+sat() { # PID URL [wrk args]
+  local pid=$1 url=$2; shift 2
+  local t0 out rps errs
+  t0=$(cpu_ticks "$pid")
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"${SECONDS_EACH}s" "$@" "$url")
+  rps=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+  errs=$(grep -cE 'Non-2xx|Socket errors' <<<"$out" || true)
+  awk -v t="$(($(cpu_ticks "$pid") - t0))" -v hz="$(getconf CLK_TCK)" -v r="${rps:-0}" \
+    -v s="$SECONDS_EACH" -v e="$errs" \
+    'BEGIN { printf "%d %.1f %d\n", r, (r > 0 ? t / hz * 1e6 / (r * s) : 0), e }'
+}
+# ROUNDS pairs of saturation runs, nginx's and the gateway's, back to back, the order swapped
+# every round. Lines "LABEL ROUND nginx(req/s µs errs) gateway(req/s µs errs)" in ALT.
+ALT=()
+alternate() { # LABEL NGINX-NAME NGINX-URL GATEWAY-URL [gateway's wrk args]
+  local label=$1 nname=$2 nurl=$3 gurl=$4; shift 4
+  local i a b
+  for i in $(seq 1 "$ROUNDS"); do
+    say "alternating $label: round $i of $ROUNDS"
+    if [ $((i % 2)) -eq 1 ]; then
+      a=$(sat "$(pid_of "$nname")" "$nurl"); b=$(sat "$SY_PID" "$gurl" "$@")
+    else
+      b=$(sat "$SY_PID" "$gurl" "$@"); a=$(sat "$(pid_of "$nname")" "$nurl")
+    fi
+    ALT+=("$label $i $a $b")
+  done
+}
 # Memory per 10,000 idle keep-alive connections to a proxy (its processes' RSS).
 idle() { # NAME URL PID [idle_conns.py args]
   local name=$1 url=$2 pid=$3; shift 3
@@ -344,18 +395,18 @@ route_change() { # NAME GATEWAY-URL
   ROUTE_MS[$1]=$(jq -r '"\(.median_from_answer_ms) / \(.max_from_answer_ms)"' <<<"$out")
   ROUTE_RES[$1]=$(jq -r '"from the PATCH send \(.median_from_send_ms) / \(.max_from_send_ms) ms (median / max), the PATCH itself \(.median_patch_ms) ms, one poll \(.median_poll_ms) ms (medians); \(.stale_polls) answers from the old upstream, \(.error_polls) errors"' <<<"$out")
 }
-profile_start() {
+profile_start() { # [PIDS, comma-separated; the server's by default]
   [ -n "${PROFILE:-}" ] || return 0
   # PERF_RECORD_ARGS (e.g. --call-graph dwarf) go to perf record; PERF_DATA keeps the data.
   # shellcheck disable=SC2086
-  perf record -F 999 ${PERF_RECORD_ARGS:-} -p "$SY_PID" -o "$WORK/perf.data" -- sleep "$SECONDS_EACH" >/dev/null 2>&1 &
+  perf record -F 999 ${PERF_RECORD_ARGS:-} -p "${1:-$SY_PID}" -o "$WORK/perf.data" -- sleep "$SECONDS_EACH" >/dev/null 2>&1 &
   perf_pid=$!
 }
 profile_end() { # OUTPUT
   [ -n "${PROFILE:-}" ] || return 0
   wait "$perf_pid" || true
   [ -z "${PERF_DATA:-}" ] || cp "$WORK/perf.data" "${PERF_DATA}.$(basename "$1" .txt)"
-  { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -60; } >"$1" || true # head closes the pipe early
+  { perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8; perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | sed "s/  */ /g" | head -80; } >"$1" || true # head closes the pipe early
 }
 master_of() { cat "$WORK/$1.pid"; }
 
@@ -363,7 +414,10 @@ master_of() { cat "$WORK/$1.pid"; }
 idle nginx "http://127.0.0.1:$NGINX_PORT$PATH_" "$(master_of px)" --children
 idle gateway "$GW_HTTP$PATH_" "$SY_PID" --header "$GWAUTH"
 bench saturation direct "http://127.0.0.1:$UP_PORT$PATH_"
+profile_start "$(master_of px),$(pgrep -d, -P "$(master_of px)")"
 bench saturation nginx "http://127.0.0.1:$NGINX_PORT$PATH_"
+NGINX_PROFILE=${PROFILE:-}
+profile_end "${NGINX_PROFILE%.txt}-nginx.txt"
 profile_start
 bench saturation gateway "$GW_HTTP$PATH_" -H "$GWAUTH"
 profile_end "${PROFILE:-}"
@@ -372,6 +426,7 @@ bench paced direct "http://127.0.0.1:$UP_PORT$PATH_"
 bench paced nginx "http://127.0.0.1:$NGINX_PORT$PATH_"
 bench paced gateway "$GW_HTTP$PATH_" -H "$GWAUTH"
 bench paced gateway-session "$GW_HTTP$PATH_" -H "$GWAUTH" -H "x-session-id: user-42"
+alternate plain nginx "http://127.0.0.1:$NGINX_PORT$PATH_" "$GW_HTTP$PATH_" -H "$GWAUTH"
 route_change gateway "$GW_HTTP"
 stop_server
 
@@ -400,6 +455,7 @@ bench saturation gateway-tls "$GW_HTTPS$PATH_" -H "$GWAUTH"
 bench paced direct-tls "https://127.0.0.1:$UP_TLS_PORT$PATH_"
 bench paced nginx-tls "https://127.0.0.1:$NGINX_TLS_PORT$PATH_"
 bench paced gateway-tls "$GW_HTTPS$PATH_" -H "$GWAUTH"
+alternate tls nginx-tls "https://127.0.0.1:$NGINX_TLS_PORT$PATH_" "$GW_HTTPS$PATH_" -H "$GWAUTH"
 route_change gateway-tls "$GW_HTTPS"
 stop_server
 
@@ -430,6 +486,7 @@ echo "Idle: $IDLE_CONNS connections, one request each, held ≥ 3 s; RSS of the 
 echo "before and while holding, each once still (within 1 % over 2 s); on fresh processes, before any wrk run;"
 echo "nginx's worker_connections ($NGINX_CONNS per worker) are allocated at its start, so in its 'before'."
 echo "The gateway: token auth, group access (RBAC), bounded-load hashing, metrics and usage metering on every request."
+echo "Scheduling: autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo '?'); each nginx in a session of its own (daemon on); the server $([ ${#SESSION[@]} -gt 0 ] && echo 'in a session of its own (setsid)' || echo "in wrk's session (SAME_SESSION=1)")."
 echo
 echo "| target | saturation req/s | p50 ms | p99 ms | CPU µs per request | switches per request | paced req/s (of $RATE) | p50 ms | p99 ms | p99 added to direct's, ms | MiB per 10k idle conns (RSS before → holding) | route change ms, median / max | errors |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -454,3 +511,27 @@ echo "the PATCH's answer (every one includes a poll's round trip)."
 for t in gateway gateway-tls; do
   [ -z "${ROUTE_RES[$t]:-}" ] || echo "$t: ${ROUTE_RES[$t]}"
 done
+if [ ${#ALT[@]} -gt 0 ]; then
+  echo
+  echo "Alternating saturation rounds (wrk -t$THREADS -c$CONNS -d${SECONDS_EACH}s each; nginx first in odd rounds, the gateway first in even ones):"
+  echo
+  echo "| listener | round | nginx req/s | gateway req/s | of nginx's | CPU µs per request, nginx / gateway | failed |"
+  echo "|---|---:|---:|---:|---:|---:|---|"
+  for l in "${ALT[@]}"; do
+    read -r label i nr nc ne gr gc ge <<<"$l"
+    printf '| %s | %s | %s | %s | %s %% | %s / %s | %s |\n' "$label" "$i" "$(fmt_rps "$nr")" "$(fmt_rps "$gr")" \
+      "$(awk -v g="$gr" -v n="$nr" 'BEGIN { printf "%.0f", (n > 0 ? 100 * g / n : 0) }')" "$nc" "$gc" \
+      "$([ "$ne$ge" = 00 ] && echo none || echo "nginx $ne, gateway $ge lines")"
+  done
+  echo
+  for label in plain tls; do
+    printf '%s\n' "${ALT[@]}" | awk -v L="$label" '$1 == L {
+        n++; r[n] = ($3 > 0 ? $6 / $3 : 0); sn += $3; sg += $6; cn += $4; cg += $7 }
+      END {
+        if (!n) exit
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+        med = (n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2)
+        printf "%s: the gateway at %.0f %% of nginx'"'"'s requests/s, median of %d rounds (%.0f–%.0f %%); over all rounds %.0f %%; CPU per request %.2f× nginx'"'"'s (means %.1f / %.1f µs)\n",
+          L, 100 * med, n, 100 * r[1], 100 * r[n], 100 * sg / sn, cg / cn, cn / n, cg / n }'
+  done
+fi

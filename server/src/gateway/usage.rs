@@ -72,7 +72,7 @@ impl Meter {
             }
             return;
         }
-        while let Some(end) = find(&self.buf, b"\n\n") {
+        while let Some(end) = find(&self.buf, Needle::EventEnd) {
             let event: Vec<u8> = self.buf.drain(..end + 2).collect();
             self.event(&event);
         }
@@ -103,7 +103,7 @@ impl Meter {
 
     /// The usage the body reported, once it has ended.
     pub fn finish(&mut self) -> Option<Usage> {
-        if !self.sse && !self.gave_up && find(&self.buf, b"\"usage\"").is_some() {
+        if !self.sse && !self.gave_up && find(&self.buf, Needle::UsageKey).is_some() {
             self.found = parse_usage(&self.buf);
         } else if self.sse && !self.gave_up && !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
@@ -114,8 +114,25 @@ impl Meter {
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(hay, needle)
+/// The two needles looked for, each built once (`memmem::find` builds its searcher on every
+/// call: work on every metered answer).
+fn find(hay: &[u8], needle: Needle) -> Option<usize> {
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    static EVENT_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
+    static USAGE_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
+    match needle {
+        Needle::EventEnd => EVENT_END.find(hay),
+        Needle::UsageKey => USAGE_KEY.find(hay),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Needle {
+    /// `\n\n`, the end of a server-sent event.
+    EventEnd,
+    /// `"usage"`.
+    UsageKey,
 }
 
 #[cfg(test)]

@@ -119,8 +119,8 @@ impl TestDb {
     }
 
     /// Drops the PostgreSQL schema (SQLite's folder goes with the TempDir).
-    pub async fn cleanup(self) {
-        if let Some(schema) = self.schema {
+    pub async fn cleanup(mut self) {
+        if let Some(schema) = self.schema.take() {
             let pool = self.store.pool.clone();
             if tokio::time::timeout(std::time::Duration::from_secs(20), pool.close())
                 .await
@@ -132,14 +132,58 @@ impl TestDb {
                     pool.size()
                 );
             }
-            if let Ok(admin) = sqlx::AnyPool::connect(&postgres_base()).await {
-                let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-                    .execute(&admin)
-                    .await;
-                admin.close().await;
-            }
+            drop_schema(&schema).await;
         }
     }
+}
+
+/// A test that ends without [`TestDb::cleanup`] (it returned early, or panicked) still drops
+/// its schema: on a thread of its own, as the test's runtime may be the one dropping this.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(schema) = self.schema.take() {
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(drop_schema(&schema));
+                }
+            })
+            .join();
+        }
+    }
+}
+
+/// Drops a test's schema. A connection of the test's still open may hold a lock on it
+/// (a task not yet stopped): the drop waits at most 10 s, then says so and leaves the schema
+/// to the next run's sweep.
+async fn drop_schema(schema: &str) {
+    let Ok(admin) = sqlx::AnyPool::connect(&postgres_base()).await else {
+        return;
+    };
+    let mut done = Err(String::new());
+    for _ in 0..3 {
+        let r = async {
+            let mut c = admin.acquire().await?;
+            sqlx::query("SET lock_timeout = '10s'")
+                .execute(&mut *c)
+                .await?;
+            sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .execute(&mut *c)
+                .await
+        }
+        .await;
+        done = r.map(drop).map_err(|e| e.to_string());
+        if done.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    if let Err(e) = done {
+        eprintln!("test schema {schema} not dropped: {e}");
+    }
+    admin.close().await;
 }
 
 pub struct TestApp {

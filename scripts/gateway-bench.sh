@@ -314,6 +314,11 @@ pid_of() { # NAME
     *) echo "$SY_PID" ;;
   esac
 }
+# CPU µs per request: CPU ticks spent over a SECONDS_EACH run at REQ/S (empty without requests).
+us_per_request() { # TICKS REQ/S
+  awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v r="$2" -v s="$SECONDS_EACH" \
+    'BEGIN { if (r > 0) printf "%.1f", t / hz * 1e6 / (r * s) }'
+}
 # wrk against a target: saturation (as fast as it goes) or paced (RATE requests/s in all).
 # Saturation also gives the proxy's CPU time per request (µs): what a request costs it,
 # whatever share of the cores the host's other work left it.
@@ -339,10 +344,7 @@ bench() { # saturation|paced NAME URL [wrk args]
     P_RPS[$name]=$rps; P_P50[$name]=$p50; P_P99[$name]=$p99; P_ERR[$name]=$errors
   else
     S_RPS[$name]=$rps; S_P50[$name]=$p50; S_P99[$name]=$p99; S_ERR[$name]=$errors
-    local ticks hz
-    ticks=$(($(cpu_ticks "$pid") - ticks0)); hz=$(getconf CLK_TCK)
-    S_CPU[$name]=$(awk -v t="$ticks" -v hz="$hz" -v r="$rps" -v s="$SECONDS_EACH" \
-      'BEGIN { if (r > 0) printf "%.1f", t / hz * 1e6 / (r * s) }')
+    S_CPU[$name]=$(us_per_request $(($(cpu_ticks "$pid") - ticks0)) "$rps")
     S_SW[$name]=$(awk -v n="$(($(ctx_switches "$pid") - switches0))" -v r="$rps" -v s="$SECONDS_EACH" \
       'BEGIN { if (r > 0) printf "%.2f", n / (r * s) }')
   fi
@@ -350,14 +352,13 @@ bench() { # saturation|paced NAME URL [wrk args]
 # One saturation run: "req/s CPU-µs-per-request failed-lines" (wrk's Non-2xx / socket errors).
 sat() { # PID URL [wrk args]
   local pid=$1 url=$2; shift 2
-  local t0 out rps errs
+  local t0 out rps errs cpu
   t0=$(cpu_ticks "$pid")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"${SECONDS_EACH}s" "$@" "$url")
   rps=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
   errs=$(grep -cE 'Non-2xx|Socket errors' <<<"$out" || true)
-  awk -v t="$(($(cpu_ticks "$pid") - t0))" -v hz="$(getconf CLK_TCK)" -v r="${rps:-0}" \
-    -v s="$SECONDS_EACH" -v e="$errs" \
-    'BEGIN { printf "%d %.1f %d\n", r, (r > 0 ? t / hz * 1e6 / (r * s) : 0), e }'
+  cpu=$(us_per_request $(($(cpu_ticks "$pid") - t0)) "${rps:-0}")
+  echo "${rps:-0} ${cpu:-0} $errs"
 }
 # ROUNDS pairs of saturation runs, nginx's and the gateway's, back to back, the order swapped
 # every round. Lines "LABEL ROUND nginx(req/s µs errs) gateway(req/s µs errs)" in ALT.

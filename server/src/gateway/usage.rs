@@ -3,6 +3,10 @@
 //! that carries it (vLLM and SGLang send it in the last chunk when the request asks for
 //! `stream_options.include_usage`). The bytes are looked at, never held back.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 /// JSON bodies larger than this are not parsed for usage.
 const JSON_LIMIT: usize = 1 << 20;
 /// An SSE event longer than this is skipped.
@@ -72,7 +76,7 @@ impl Meter {
             }
             return;
         }
-        while let Some(end) = find(&self.buf, Needle::EventEnd) {
+        while let Some(end) = EVENT_END.find(&self.buf) {
             let event: Vec<u8> = self.buf.drain(..end + 2).collect();
             self.event(&event);
         }
@@ -103,7 +107,7 @@ impl Meter {
 
     /// The usage the body reported, once it has ended.
     pub fn finish(&mut self) -> Option<Usage> {
-        if !self.sse && !self.gave_up && find(&self.buf, Needle::UsageKey).is_some() {
+        if !self.sse && !self.gave_up && USAGE_KEY.find(&self.buf).is_some() {
             self.found = parse_usage(&self.buf);
         } else if self.sse && !self.gave_up && !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
@@ -114,26 +118,10 @@ impl Meter {
     }
 }
 
-/// The two needles looked for, each built once (`memmem::find` builds its searcher on every
-/// call: work on every metered answer).
-fn find(hay: &[u8], needle: Needle) -> Option<usize> {
-    use memchr::memmem::Finder;
-    use std::sync::LazyLock;
-    static EVENT_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
-    static USAGE_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
-    match needle {
-        Needle::EventEnd => EVENT_END.find(hay),
-        Needle::UsageKey => USAGE_KEY.find(hay),
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Needle {
-    /// `\n\n`, the end of a server-sent event.
-    EventEnd,
-    /// `"usage"`.
-    UsageKey,
-}
+/// The searchers for the end of an event and for the `usage` key, each built once
+/// (`memmem::find` builds its searcher on every call: work on every metered answer).
+static EVENT_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
+static USAGE_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
 
 #[cfg(test)]
 mod tests {

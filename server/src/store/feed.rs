@@ -32,8 +32,7 @@ fn channel_of(schema: &str) -> String {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(schema.as_bytes());
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("switchyard_access:{hex}")
+    format!("switchyard_access:{}", hex::encode(&digest[..16]))
 }
 
 impl Store {

@@ -9,7 +9,7 @@ use crate::api::{
     load_catalog, CreateDatasetForm, CreateModelForm, CreateProjectForm, DeleteAssetForm,
     DeleteProjectForm, UpdateProjectForm,
 };
-use crate::form::{done, echo, echo_or, echo_selected};
+use crate::form::{done, done_for, echo, echo_or, echo_selected};
 use crate::model::{AccessRule, Asset, Catalog, Permission, Project};
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::ui::*;
@@ -216,30 +216,40 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
     let delete_value = move || a.delete_project.value().get();
     let added = done(a.add_project);
     let deleted = done(a.delete_project);
+    // The project just deleted leaves the tree at once, not when the catalog is read again.
+    let gone = done_for(a.delete_project, |s| s.id.clone());
     let admin = c.admin;
     view! {
         <Card title="Projects">
-            {if rows.is_empty() {
-                view! { <p class="text-sm text-slate-600">"No projects yet."</p> }.into_any()
-            } else {
-                view! {
-                    <ul class="divide-y divide-slate-100 text-sm" data-testid="project-tree">
-                        {rows.iter().map(|(depth, p)| view! {
-                            <li class="flex items-center justify-between gap-3 py-2" style=format!("padding-left: {}rem", *depth as f32 * 1.25)>
-                                <div class="min-w-0">
-                                    <span class="font-medium text-slate-900">{(*depth > 0).then_some("└ ")}{p.name.clone()}</span>
-                                    <span class="block truncate text-xs text-slate-500">{p.description.clone()}</span>
-                                </div>
-                                {admin.then(|| view! {
-                                    <div class="flex shrink-0 gap-1">
-                                        <a class="rounded px-2 py-1 text-xs font-medium text-indigo-700 hover:bg-indigo-50" href=format!("?edit=project:{}#projects", p.id) aria-label=format!("Edit project {}", p.name)>"Edit"</a>
-                                        <a class=BUTTON_SMALL_DANGER href=format!("?confirm=project:{}#projects", p.id) aria-label=format!("Delete project {}", p.name)>"Delete"</a>
+            {let tree = rows.clone(); move || {
+                let gone = gone();
+                let rows = tree
+                    .iter()
+                    .filter(|(_, p)| gone.as_deref() != Some(p.id.as_str()))
+                    .cloned()
+                    .collect::<Vec<_>>();
+                if rows.is_empty() {
+                    view! { <p class="text-sm text-slate-600">"No projects yet."</p> }.into_any()
+                } else {
+                    view! {
+                        <ul class="divide-y divide-slate-100 text-sm" data-testid="project-tree">
+                            {rows.iter().map(|(depth, p)| view! {
+                                <li class="flex items-center justify-between gap-3 py-2" style=format!("padding-left: {}rem", *depth as f32 * 1.25)>
+                                    <div class="min-w-0">
+                                        <span class="font-medium text-slate-900">{(*depth > 0).then_some("└ ")}{p.name.clone()}</span>
+                                        <span class="block truncate text-xs text-slate-500">{p.description.clone()}</span>
                                     </div>
-                                })}
-                            </li>
-                        }).collect_view()}
-                    </ul>
-                }.into_any()
+                                    {admin.then(|| view! {
+                                        <div class="flex shrink-0 gap-1">
+                                            <a class="rounded px-2 py-1 text-xs font-medium text-indigo-700 hover:bg-indigo-50" href=format!("?edit=project:{}#projects", p.id) aria-label=format!("Edit project {}", p.name)>"Edit"</a>
+                                            <a class=BUTTON_SMALL_DANGER href=format!("?confirm=project:{}#projects", p.id) aria-label=format!("Delete project {}", p.name)>"Delete"</a>
+                                        </div>
+                                    })}
+                                </li>
+                            }).collect_view()}
+                        </ul>
+                    }.into_any()
+                }
             }}
             <div id="projects">
                 {move || editing().map(|id| match projects.iter().find(|p| p.id == id).cloned() {
@@ -275,7 +285,9 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such project: it may have been deleted."</p> }.into_any(),
                 })}
                 {move || open().map(|id| match names.iter().find(|(pid, _)| *pid == id) {
+                    Some(_) if gone().as_deref() == Some(id.as_str()) => ().into_any(),
                     Some((_, name)) => confirm_delete!(a.delete_project, id.clone(), format!("project {name}"), "/catalog".to_string(), delete_value),
+                    None if deleted() => ().into_any(),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such project: it may have been deleted."</p> }.into_any(),
                 })}
                 {move || deleted().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Project deleted."</p> })}

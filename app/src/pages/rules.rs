@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use crate::access::{Permission, ResourceKind};
 use crate::api::{CreateRuleForm, DeleteRuleForm};
-use crate::form::{done, echo_or, echo_selected};
+use crate::form::{done, done_for, echo_or, echo_selected};
 use crate::model::{AccessRule, Catalog};
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::time::format_ms;
@@ -73,6 +73,8 @@ pub fn RulesCard(
     let delete_value = move || delete.value().get();
     let added = done(add);
     let removed = done(delete);
+    // The rule just deleted leaves the table at once, not when the group is read again.
+    let gone = done_for(delete, |s| s.id.clone());
     let here = format!("/settings/groups/{group_id}");
     let rows = rules
         .iter()
@@ -89,32 +91,42 @@ pub fn RulesCard(
         .collect::<Vec<_>>();
     view! {
         <Card title="Access rules">
-            {if rows.is_empty() {
-                view! { <p class="text-sm text-slate-600">"No access rules: members use the group's queues only."</p> }.into_any()
-            } else {
-                view! {
-                    <div class="overflow-x-auto">
-                        <table class=TABLE data-testid="rules-table">
-                            <thead><tr><th class=TH>"Permission"</th><th class=TH>"On"</th><th class=TH>"Since"</th><th class=TH></th></tr></thead>
-                            <tbody class="divide-y divide-slate-100">
-                                {rows.into_iter().map(|(r, scope)| view! {
-                                    <tr>
-                                        <td class=format!("{TD} font-medium")>{r.permission.as_str()}</td>
-                                        <td class=TD>{scope.clone()}</td>
-                                        <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(r.created_at)}</td>
-                                        <td class=format!("{TD} text-right")>
-                                            <a class=BUTTON_SMALL_DANGER href=format!("?confirm=rule:{}#rules", r.id) aria-label=format!("Delete the rule {} on {scope}", r.permission.as_str())>"Delete"</a>
-                                        </td>
-                                    </tr>
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                    </div>
-                }.into_any()
+            {move || {
+                let gone = gone();
+                let rows = rows
+                    .iter()
+                    .filter(|(r, _)| gone.as_deref() != Some(r.id.as_str()))
+                    .cloned()
+                    .collect::<Vec<_>>();
+                if rows.is_empty() {
+                    view! { <p class="text-sm text-slate-600">"No access rules: members use the group's queues only."</p> }.into_any()
+                } else {
+                    view! {
+                        <div class="overflow-x-auto">
+                            <table class=TABLE data-testid="rules-table">
+                                <thead><tr><th class=TH>"Permission"</th><th class=TH>"On"</th><th class=TH>"Since"</th><th class=TH></th></tr></thead>
+                                <tbody class="divide-y divide-slate-100">
+                                    {rows.into_iter().map(|(r, scope)| view! {
+                                        <tr>
+                                            <td class=format!("{TD} font-medium")>{r.permission.as_str()}</td>
+                                            <td class=TD>{scope.clone()}</td>
+                                            <td class=format!("{TD} whitespace-nowrap text-slate-500")>{format_ms(r.created_at)}</td>
+                                            <td class=format!("{TD} text-right")>
+                                                <a class=BUTTON_SMALL_DANGER href=format!("?confirm=rule:{}#rules", r.id) aria-label=format!("Delete the rule {} on {scope}", r.permission.as_str())>"Delete"</a>
+                                            </td>
+                                        </tr>
+                                    }).collect_view()}
+                                </tbody>
+                            </table>
+                        </div>
+                    }.into_any()
+                }
             }}
             <div id="rules">
                 {move || confirming().map(|id| match labels.iter().find(|(rid, _)| *rid == id) {
+                    Some(_) if gone().as_deref() == Some(id.as_str()) => ().into_any(),
                     Some((_, label)) => confirm_delete!(delete, id.clone(), label.clone(), here.clone(), delete_value),
+                    None if removed() => ().into_any(),
                     None => view! { <p class="mt-4 text-sm text-slate-600" role="status">"No such rule: it may have been deleted."</p> }.into_any(),
                 })}
                 {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Rule deleted."</p> })}

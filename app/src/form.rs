@@ -272,6 +272,14 @@ where
     }
 }
 
+/// `rows` without the one [`done_for`] says was just deleted (`id` names a row's object).
+pub fn kept<T: Clone>(rows: &[T], gone: Option<String>, id: fn(&T) -> &str) -> Vec<T> {
+    rows.iter()
+        .filter(|r| gone.as_deref() != Some(id(r)))
+        .cloned()
+        .collect()
+}
+
 /// A form emptied once `action` saved it, so that the next entry starts blank. Only a save
 /// this view saw: the page is drawn again after every save, and what was typed since into a
 /// form drawn again stays.

@@ -4,7 +4,7 @@
 // that keeps what was typed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, launch, shot, signIn, hydrated, unique, scrollTo } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, unique, scrollTo, slowed } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -129,9 +129,12 @@ test('projects form a tree; a model registered in one is used by the groups a ru
   await page.click(`button:has-text("Delete model ${model}")`);
   await page.waitForFunction((m) => !document.querySelector('[data-testid=models-table]')?.textContent.includes(m), model);
   await page.click(`[data-testid=project-tree] a[aria-label="Delete project ${project}"]`);
-  await page.click(`button:has-text("Delete project ${project}")`);
-  await page.waitForSelector('text=Project deleted.');
-  assert.equal(await page.locator(`[data-testid=project-tree] >> text=${project}`).count(), 0);
+  // Gone from the tree once it says so, even while the catalog is still being read again.
+  await slowed(page, 'catalog', 1500, async () => {
+    await page.click(`button:has-text("Delete project ${project}")`);
+    await page.waitForSelector('text=Project deleted.');
+    assert.equal(await page.locator(`[data-testid=project-tree] >> text=${project}`).count(), 0);
+  });
 
   // Leave ml-research as the demo had it.
   await page.goto(`${BASE}/settings`);

@@ -5,7 +5,7 @@
 // test, so the demo's story is untouched.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, launch, shot, signIn, hydrated, unique } from './helpers.mjs';
+import { BASE, launch, shot, signIn, hydrated, slowed, unique } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -135,12 +135,15 @@ test('a group is renamed, given an access rule, the rule and the group deleted a
   await phone(page, 'group-rules');
 
   // The member's view of what they can do shows the rule's reach through the group.
-  // Delete the rule, confirmed.
+  // Delete the rule, confirmed. Once it says so, the rule is gone from the table, even while
+  // the group is still being read again (held back here by 1.5 s).
   await page.click('[data-testid=rules-table] a:has-text("Delete")');
   await page.waitForSelector('text=Really delete the rule use on models in project llm-finetune and below? This cannot be undone.');
-  await page.click('button:has-text("Delete the rule use")');
-  await page.waitForSelector('text=Rule deleted.');
-  assert.equal(await page.locator('[data-testid=rules-table]').count(), 0);
+  await slowed(page, 'groups/detail', 1500, async () => {
+    await page.click('button:has-text("Delete the rule use")');
+    await page.waitForSelector('text=Rule deleted.');
+    assert.equal(await page.locator('[data-testid=rules-table]').count(), 0);
+  });
 
   // Delete the group, confirmed.
   await page.click('[data-testid=delete-group]');

@@ -45,3 +45,18 @@ export async function scrollTo(page, selector) {
   await page.waitForSelector(selector);
   await page.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: 'center' }), selector);
 }
+
+/// Holds back the answers of one server function (its path under /_sf/) by `ms` while `body`
+/// runs: what a page shows between a change and its data read again, on a slow network.
+export async function slowed(page, sf, ms, body) {
+  const pattern = `**/_sf/${sf}**`;
+  await page.route(pattern, async (route) => {
+    await new Promise((r) => setTimeout(r, ms));
+    await route.continue().catch(() => {});
+  });
+  try {
+    await body();
+  } finally {
+    await page.unroute(pattern);
+  }
+}

@@ -9,7 +9,7 @@ use crate::api::{
     load_catalog, CreateDatasetForm, CreateModelForm, CreateProjectForm, DeleteAssetForm,
     DeleteProjectForm, UpdateProjectForm,
 };
-use crate::form::{done, done_for, echo, echo_or, echo_selected};
+use crate::form::{done, done_for, echo, echo_or, echo_selected, kept};
 use crate::model::{AccessRule, Asset, Catalog, Permission, Project};
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::ui::*;
@@ -222,12 +222,7 @@ fn ProjectsCard(c: Catalog, a: Actions) -> impl IntoView {
     view! {
         <Card title="Projects">
             {let tree = rows.clone(); move || {
-                let gone = gone();
-                let rows = tree
-                    .iter()
-                    .filter(|(_, p)| gone.as_deref() != Some(p.id.as_str()))
-                    .cloned()
-                    .collect::<Vec<_>>();
+                let rows = kept(&tree, gone(), |(_, p)| p.id.as_str());
                 if rows.is_empty() {
                     view! { <p class="text-sm text-slate-600">"No projects yet."</p> }.into_any()
                 } else {

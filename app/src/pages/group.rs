@@ -6,7 +6,7 @@ use crate::api::{
     load_catalog, load_group, AddMember, CreateRuleForm, DeleteGroupForm, DeleteRuleForm,
     RemoveMember, UpdateGroupForm,
 };
-use crate::form::{done, echo_or, echo_selected};
+use crate::form::{done, done_for, echo_or, echo_selected, kept};
 use crate::model::Group;
 use crate::pages::confirm::confirm_delete;
 use crate::pages::rules::RulesCard;
@@ -43,6 +43,8 @@ pub fn GroupPage() -> impl IntoView {
     let remove_value = move || remove.value().get();
     let added = done(add);
     let removed = done(remove);
+    // The member just removed leaves the table at once, not when the group is read again.
+    let gone = done_for(remove, |s| s.user_id.clone());
 
     view! {
         <Title text="Group"/>
@@ -72,39 +74,42 @@ pub fn GroupPage() -> impl IntoView {
                             <div class="grid grid-cols-1 gap-6 lg:grid-cols-3">
                                 <div class="min-w-0 lg:col-span-2">
                                     <Card title="Members">
-                                        {if d.members.is_empty() {
-                                            view! { <p class="text-sm text-slate-600">"No members yet."</p> }.into_any()
-                                        } else {
-                                            view! {
-                                                <table class=TABLE data-testid="members-table">
-                                                    <thead><tr>
-                                                        <th class=TH>"Username"</th><th class=TH>"Name"</th>
-                                                        <th class=TH>"Added"</th><th class=TH></th>
-                                                    </tr></thead>
-                                                    <tbody class="divide-y divide-slate-100">
-                                                        {d.members.into_iter().map(|m| {
-                                                            let gid = group_id.clone();
-                                                            view! {
-                                                                <tr>
-                                                                    <td class=format!("{TD} font-mono")>
-                                                                        <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}/access", m.user_id) title="What can this user do">{m.username.clone()}</a>
-                                                                    </td>
-                                                                    <td class=TD>{m.display_name}</td>
-                                                                    <td class=format!("{TD} text-slate-500")>{format_ms(m.added_at)}</td>
-                                                                    <td class=format!("{TD} text-right")>
-                                                                        <ActionForm action=remove>
-                                                                            <CsrfField/>
-                                                                            <input type="hidden" name="group_id" value=gid/>
-                                                                            <input type="hidden" name="user_id" value=m.user_id/>
-                                                                            <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Remove {}", m.username)>"Remove"</button>
-                                                                        </ActionForm>
-                                                                    </td>
-                                                                </tr>
-                                                            }
-                                                        }).collect_view()}
-                                                    </tbody>
-                                                </table>
-                                            }.into_any()
+                                        {let members = d.members.clone(); let group_id = group_id.clone(); move || {
+                                            let members = kept(&members, gone(), |m| m.user_id.as_str());
+                                            if members.is_empty() {
+                                                view! { <p class="text-sm text-slate-600">"No members yet."</p> }.into_any()
+                                            } else {
+                                                view! {
+                                                    <table class=TABLE data-testid="members-table">
+                                                        <thead><tr>
+                                                            <th class=TH>"Username"</th><th class=TH>"Name"</th>
+                                                            <th class=TH>"Added"</th><th class=TH></th>
+                                                        </tr></thead>
+                                                        <tbody class="divide-y divide-slate-100">
+                                                            {members.into_iter().map(|m| {
+                                                                let gid = group_id.clone();
+                                                                view! {
+                                                                    <tr>
+                                                                        <td class=format!("{TD} font-mono")>
+                                                                            <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}/access", m.user_id) title="What can this user do">{m.username.clone()}</a>
+                                                                        </td>
+                                                                        <td class=TD>{m.display_name}</td>
+                                                                        <td class=format!("{TD} text-slate-500")>{format_ms(m.added_at)}</td>
+                                                                        <td class=format!("{TD} text-right")>
+                                                                            <ActionForm action=remove>
+                                                                                <CsrfField/>
+                                                                                <input type="hidden" name="group_id" value=gid/>
+                                                                                <input type="hidden" name="user_id" value=m.user_id/>
+                                                                                <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Remove {}", m.username)>"Remove"</button>
+                                                                            </ActionForm>
+                                                                        </td>
+                                                                    </tr>
+                                                                }
+                                                            }).collect_view()}
+                                                        </tbody>
+                                                    </table>
+                                                }.into_any()
+                                            }
                                         }}
                                         <div class="mt-3">{form_error(remove_value)}</div>
                                         {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Member removed."</p> })}

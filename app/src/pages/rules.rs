@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use crate::access::{Permission, ResourceKind};
 use crate::api::{CreateRuleForm, DeleteRuleForm};
-use crate::form::{done, done_for, echo_or, echo_selected};
+use crate::form::{done, done_for, echo_or, echo_selected, kept};
 use crate::model::{AccessRule, Catalog};
 use crate::pages::confirm::{confirm_delete, opened};
 use crate::time::format_ms;
@@ -92,12 +92,7 @@ pub fn RulesCard(
     view! {
         <Card title="Access rules">
             {move || {
-                let gone = gone();
-                let rows = rows
-                    .iter()
-                    .filter(|(r, _)| gone.as_deref() != Some(r.id.as_str()))
-                    .cloned()
-                    .collect::<Vec<_>>();
+                let rows = kept(&rows, gone(), |(r, _)| r.id.as_str());
                 if rows.is_empty() {
                     view! { <p class="text-sm text-slate-600">"No access rules: members use the group's queues only."</p> }.into_any()
                 } else {

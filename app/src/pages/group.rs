@@ -7,7 +7,7 @@ use crate::api::{
     RemoveMember, UpdateGroupForm,
 };
 use crate::form::{done, done_for, echo_or, echo_selected, kept};
-use crate::model::Group;
+use crate::model::{Group, Member};
 use crate::pages::confirm::confirm_delete;
 use crate::pages::rules::RulesCard;
 use crate::time::format_ms;
@@ -40,11 +40,7 @@ pub fn GroupPage() -> impl IntoView {
     let catalog = Resource::new(|| (), |_| load_catalog());
     let deleted = done(delete);
     let add_value = move || add.value().get();
-    let remove_value = move || remove.value().get();
     let added = done(add);
-    let removed = done(remove);
-    // The member just removed leaves the table at once, not when the group is read again.
-    let gone = done_for(remove, |s| s.user_id.clone());
 
     view! {
         <Title text="Group"/>
@@ -73,47 +69,7 @@ pub fn GroupPage() -> impl IntoView {
                             </div>
                             <div class="grid grid-cols-1 gap-6 lg:grid-cols-3">
                                 <div class="min-w-0 lg:col-span-2">
-                                    <Card title="Members">
-                                        {let members = d.members.clone(); let group_id = group_id.clone(); move || {
-                                            let members = kept(&members, gone(), |m| m.user_id.as_str());
-                                            if members.is_empty() {
-                                                view! { <p class="text-sm text-slate-600">"No members yet."</p> }.into_any()
-                                            } else {
-                                                view! {
-                                                    <table class=TABLE data-testid="members-table">
-                                                        <thead><tr>
-                                                            <th class=TH>"Username"</th><th class=TH>"Name"</th>
-                                                            <th class=TH>"Added"</th><th class=TH></th>
-                                                        </tr></thead>
-                                                        <tbody class="divide-y divide-slate-100">
-                                                            {members.into_iter().map(|m| {
-                                                                let gid = group_id.clone();
-                                                                view! {
-                                                                    <tr>
-                                                                        <td class=format!("{TD} font-mono")>
-                                                                            <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}/access", m.user_id) title="What can this user do">{m.username.clone()}</a>
-                                                                        </td>
-                                                                        <td class=TD>{m.display_name}</td>
-                                                                        <td class=format!("{TD} text-slate-500")>{format_ms(m.added_at)}</td>
-                                                                        <td class=format!("{TD} text-right")>
-                                                                            <ActionForm action=remove>
-                                                                                <CsrfField/>
-                                                                                <input type="hidden" name="group_id" value=gid/>
-                                                                                <input type="hidden" name="user_id" value=m.user_id/>
-                                                                                <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Remove {}", m.username)>"Remove"</button>
-                                                                            </ActionForm>
-                                                                        </td>
-                                                                    </tr>
-                                                                }
-                                                            }).collect_view()}
-                                                        </tbody>
-                                                    </table>
-                                                }.into_any()
-                                            }
-                                        }}
-                                        <div class="mt-3">{form_error(remove_value)}</div>
-                                        {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Member removed."</p> })}
-                                    </Card>
+                                    <MembersCard group_id=group_id members=d.members remove=remove/>
                                     <div class="mt-6">
                                         <RulesCard group_id=gid_rules rules=d.rules catalog=catalog add=add_rule delete=delete_rule/>
                                     </div>
@@ -196,6 +152,62 @@ fn GroupSettings(
                     }.into_any()
                 }}
             </div>
+        </Card>
+    }
+}
+
+/// The members card of a group page: the table (each with Remove) and what the last removal said.
+#[component]
+fn MembersCard(
+    group_id: String,
+    members: Vec<Member>,
+    remove: ServerAction<RemoveMember>,
+) -> impl IntoView {
+    let remove_value = move || remove.value().get();
+    let removed = done(remove);
+    // The member just removed leaves the table at once, not when the group is read again.
+    let gone = done_for(remove, |s| s.user_id.clone());
+    view! {
+        <Card title="Members">
+            {move || {
+                let members = kept(&members, gone(), |m| m.user_id.as_str());
+                if members.is_empty() {
+                    view! { <p class="text-sm text-slate-600">"No members yet."</p> }.into_any()
+                } else {
+                    view! {
+                        <table class=TABLE data-testid="members-table">
+                            <thead><tr>
+                                <th class=TH>"Username"</th><th class=TH>"Name"</th>
+                                <th class=TH>"Added"</th><th class=TH></th>
+                            </tr></thead>
+                            <tbody class="divide-y divide-slate-100">
+                                {members.into_iter().map(|m| {
+                                    let gid = group_id.clone();
+                                    view! {
+                                        <tr>
+                                            <td class=format!("{TD} font-mono")>
+                                                <a class="text-indigo-700 hover:underline" href=format!("/settings/users/{}/access", m.user_id) title="What can this user do">{m.username.clone()}</a>
+                                            </td>
+                                            <td class=TD>{m.display_name}</td>
+                                            <td class=format!("{TD} text-slate-500")>{format_ms(m.added_at)}</td>
+                                            <td class=format!("{TD} text-right")>
+                                                <ActionForm action=remove>
+                                                    <CsrfField/>
+                                                    <input type="hidden" name="group_id" value=gid/>
+                                                    <input type="hidden" name="user_id" value=m.user_id/>
+                                                    <button type="submit" class=BUTTON_SMALL_DANGER aria-label=format!("Remove {}", m.username)>"Remove"</button>
+                                                </ActionForm>
+                                            </td>
+                                        </tr>
+                                    }
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
+                }
+            }}
+            <div class="mt-3">{form_error(remove_value)}</div>
+            {move || removed().then(|| view! { <p role="status" class="mt-3 text-sm text-emerald-700">"Member removed."</p> })}
         </Card>
     }
 }

@@ -156,8 +156,8 @@ impl Drop for TestDb {
 }
 
 /// Drops a test's schema. A connection of the test's still open may hold a lock on it
-/// (a task not yet stopped): the drop waits at most 10 s, then says so and leaves the schema
-/// to the next run's sweep.
+/// (a task not yet stopped): each of 3 tries waits at most 10 s for the lock; after the third
+/// it says so and leaves the schema to the next run's sweep.
 async fn drop_schema(schema: &str) {
     let Ok(admin) = sqlx::AnyPool::connect(&postgres_base()).await else {
         return;
